@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates (once) and reuses the Python virtual environment the interop tests and the bench need.
+# Prints the interpreter's path on its last line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${TIDELAKE_VENV:-.venv}
+STAMP="$VENV/.tidelake-deps-v1"
+if [ ! -f "$STAMP" ]; then
+  python3 -m venv "$VENV" >&2
+  "$VENV/bin/pip" install --quiet --upgrade pip >&2
+  # pypaimon 2.1.0 pins an old pyarrow (<20) and polars; it works with current ones
+  # (../shared/bench/README.md), so it is installed without its pins and its runtime deps are listed here.
+  "$VENV/bin/pip" install --quiet pyarrow numpy 'pandas<3' fastavro zstandard 'fsspec<2026' packaging \
+    cachetools isal polars pyroaring readerwriterlock requests urllib3 'backports.zstd<1.4' cramjam pyyaml >&2
+  "$VENV/bin/pip" install --quiet --no-deps pypaimon==2.1.0 >&2
+  "$VENV/bin/python" -c "import pypaimon, pyarrow" >&2
+  touch "$STAMP"
+fi
+echo "$VENV/bin/python"

@@ -1,0 +1,334 @@
+//! The catalog: databases (`<db>.db/` directories) and tables under one warehouse root.
+//!
+//! A table exists when its `schema/` holds at least one schema file. Creating a table writes
+//! `schema-0` with a create-if-absent put, so two concurrent creators cannot both succeed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::error::{AlreadyExistsSnafu, InvalidArgumentSnafu, NotFoundSnafu, Result};
+use crate::io::FileIo;
+use crate::schema::SchemaManager;
+use crate::spec::{CoreOptions, DataField, DataType, TableSchema};
+use crate::table::Table;
+
+/// `database.table`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Identifier {
+    pub database: String,
+    pub table: String,
+}
+
+impl Identifier {
+    pub fn new(database: impl Into<String>, table: impl Into<String>) -> Self {
+        Self { database: database.into(), table: table.into() }
+    }
+
+    /// Parses `db.table`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.split_once('.') {
+            Some((db, t)) if !db.is_empty() && !t.is_empty() && !t.contains('.') => {
+                let id = Self::new(db, t);
+                validate_name("database", &id.database)?;
+                validate_name("table", &id.table)?;
+                Ok(id)
+            }
+            _ => InvalidArgumentSnafu { message: format!("expected DATABASE.TABLE, got '{s}'") }.fail(),
+        }
+    }
+}
+
+impl fmt::Display for Identifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.database, self.table)
+    }
+}
+
+fn validate_name(what: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        InvalidArgumentSnafu {
+            message: format!("invalid {what} name '{name}': use letters, digits, '_' and '-'"),
+        }
+        .fail()
+    }
+}
+
+/// What a new table is made of.
+#[derive(Debug, Clone, Default)]
+pub struct TableDefinition {
+    pub columns: Vec<(String, DataType)>,
+    pub primary_keys: Vec<String>,
+    pub partition_keys: Vec<String>,
+    pub options: BTreeMap<String, String>,
+    pub comment: Option<String>,
+}
+
+impl TableDefinition {
+    /// Parses a column list such as `id BIGINT NOT NULL, name STRING, price DECIMAL(10, 2)`.
+    pub fn parse_columns(spec: &str) -> Result<Vec<(String, DataType)>> {
+        let mut columns = Vec::new();
+        let mut depth = 0usize;
+        let mut current = String::new();
+        let mut parts = Vec::new();
+        for c in spec.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    parts.push(std::mem::take(&mut current));
+                    continue;
+                }
+                _ => {}
+            }
+            current.push(c);
+        }
+        parts.push(current);
+        for part in parts {
+            let part = part.trim();
+            let Some((name, ty)) = part.split_once(char::is_whitespace) else {
+                return InvalidArgumentSnafu { message: format!("column '{part}' needs a name and a type") }
+                    .fail();
+            };
+            let ty: DataType = ty.parse().map_err(|e| {
+                InvalidArgumentSnafu { message: format!("column '{name}': {e}") }.build()
+            })?;
+            columns.push((name.trim().to_string(), ty));
+        }
+        Ok(columns)
+    }
+
+    /// Checks the definition and builds `schema-0`.
+    fn to_schema(&self, now_millis: i64) -> Result<TableSchema> {
+        let fail = |message: String| InvalidArgumentSnafu { message }.fail();
+        if self.columns.is_empty() {
+            return fail("a table needs at least one column".into());
+        }
+        let mut fields: Vec<DataField> = Vec::new();
+        for (i, (name, ty)) in self.columns.iter().enumerate() {
+            if name.is_empty() || name.starts_with("_KEY_") || name.starts_with("_SEQUENCE_NUMBER") || name == "_VALUE_KIND" {
+                return fail(format!("invalid column name '{name}' (reserved or empty)"));
+            }
+            if fields.iter().any(|f| f.name == *name) {
+                return fail(format!("duplicate column '{name}'"));
+            }
+            let nullable = ty.nullable && !self.primary_keys.contains(name);
+            fields.push(DataField {
+                id: i as i32,
+                name: name.clone(),
+                data_type: ty.with_nullable(nullable),
+                description: None,
+            });
+        }
+        for (what, keys) in [("primary key", &self.primary_keys), ("partition key", &self.partition_keys)] {
+            for k in keys {
+                if !fields.iter().any(|f| f.name == *k) {
+                    return fail(format!("{what} '{k}' is not a column"));
+                }
+            }
+        }
+        let opts = CoreOptions::new(&self.options);
+        let pk = !self.primary_keys.is_empty();
+        let bucket = opts.bucket().map_err(|m| InvalidArgumentSnafu { message: m }.build())?;
+        opts.merge_engine().map_err(|m| InvalidArgumentSnafu { message: m }.build())?;
+        if opts.file_format() != "parquet" {
+            return fail(format!("file.format '{}' is not supported; tidelake writes parquet", opts.file_format()));
+        }
+        if pk {
+            if bucket < 1 {
+                return fail(
+                    "primary-key tables need a fixed bucket count: set option 'bucket' to a positive number \
+                     (dynamic and postpone bucket modes are not supported yet)"
+                        .into(),
+                );
+            }
+            if let Some(p) = self.partition_keys.iter().find(|p| !self.primary_keys.contains(p)) {
+                return fail(format!("partition key '{p}' must be part of the primary key"));
+            }
+            if self.primary_keys.iter().all(|k| self.partition_keys.contains(k)) {
+                return fail("the primary key must contain a column that is not a partition key".into());
+            }
+        } else if bucket == -2 {
+            return fail("bucket = -2 (postpone) is not supported yet".into());
+        }
+        let trimmed: Vec<&String> =
+            self.primary_keys.iter().filter(|k| !self.partition_keys.contains(k)).collect();
+        match opts.bucket_key() {
+            Some(keys) => {
+                for k in &keys {
+                    if !fields.iter().any(|f| f.name == *k) {
+                        return fail(format!("bucket-key '{k}' is not a column"));
+                    }
+                    if pk && !trimmed.contains(&k) {
+                        return fail(format!(
+                            "bucket-key '{k}' must be a primary key column that is not a partition key"
+                        ));
+                    }
+                    if self.partition_keys.contains(k) {
+                        return fail(format!("bucket-key '{k}' cannot be a partition key"));
+                    }
+                }
+            }
+            None if !pk && bucket > 0 => {
+                return fail("append tables with 'bucket' > 0 need option 'bucket-key'".into())
+            }
+            None => {}
+        }
+        for f in opts.sequence_fields() {
+            if !fields.iter().any(|x| x.name == f) {
+                return fail(format!("sequence.field '{f}' is not a column"));
+            }
+        }
+        if let Some(f) = opts.rowkind_field() {
+            if !fields.iter().any(|x| x.name == f) {
+                return fail(format!("rowkind.field '{f}' is not a column"));
+            }
+        }
+        Ok(TableSchema {
+            version: crate::spec::schema::SCHEMA_VERSION,
+            id: 0,
+            highest_field_id: fields.len() as i32 - 1,
+            fields,
+            partition_keys: self.partition_keys.clone(),
+            primary_keys: self.primary_keys.clone(),
+            options: self.options.clone(),
+            comment: self.comment.clone(),
+            time_millis: now_millis,
+        })
+    }
+}
+
+/// The databases and tables of one warehouse.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    io: FileIo,
+}
+
+impl Catalog {
+    pub fn new(io: FileIo) -> Self {
+        Self { io }
+    }
+
+    /// Opens the warehouse at `uri` (a directory, `file://...` or `memory://`).
+    pub fn open(uri: &str) -> Result<Self> {
+        Ok(Self::new(FileIo::open(uri)?))
+    }
+
+    pub fn io(&self) -> &FileIo {
+        &self.io
+    }
+
+    fn db_path(db: &str) -> String {
+        format!("{db}.db")
+    }
+
+    pub fn table_path(id: &Identifier) -> String {
+        format!("{}.db/{}", id.database, id.table)
+    }
+
+    pub async fn list_databases(&self) -> Result<Vec<String>> {
+        let mut dbs: Vec<String> = self
+            .io
+            .list_dirs("")
+            .await?
+            .into_iter()
+            .filter_map(|d| d.strip_suffix(".db").map(str::to_string))
+            .collect();
+        dbs.sort();
+        Ok(dbs)
+    }
+
+    pub async fn database_exists(&self, db: &str) -> Result<bool> {
+        Ok(self.list_databases().await?.iter().any(|d| d == db))
+    }
+
+    /// Creates a database. Object stores have no directories, so a marker file keeps it visible.
+    pub async fn create_database(&self, db: &str, ignore_if_exists: bool) -> Result<()> {
+        validate_name("database", db)?;
+        if self.database_exists(db).await? {
+            if ignore_if_exists {
+                return Ok(());
+            }
+            return AlreadyExistsSnafu { message: format!("database '{db}' already exists") }.fail();
+        }
+        let marker = format!("{}/.tidelake-database", Self::db_path(db));
+        self.io.write(&marker, bytes::Bytes::new()).await
+    }
+
+    pub async fn drop_database(&self, db: &str, cascade: bool) -> Result<()> {
+        if !self.database_exists(db).await? {
+            return NotFoundSnafu { message: format!("database '{db}' does not exist") }.fail();
+        }
+        if !cascade && !self.list_tables(db).await?.is_empty() {
+            return InvalidArgumentSnafu { message: format!("database '{db}' is not empty") }.fail();
+        }
+        self.io.delete_dir(&Self::db_path(db)).await
+    }
+
+    pub async fn list_tables(&self, db: &str) -> Result<Vec<String>> {
+        let mut tables = Vec::new();
+        for t in self.io.list_dirs(&Self::db_path(db)).await? {
+            let sm = SchemaManager::new(self.io.clone(), format!("{}/{t}", Self::db_path(db)));
+            if !sm.list_ids().await?.is_empty() {
+                tables.push(t);
+            }
+        }
+        tables.sort();
+        Ok(tables)
+    }
+
+    /// Creates a table from `def`; the database is created if missing.
+    pub async fn create_table(
+        &self,
+        id: &Identifier,
+        def: &TableDefinition,
+        ignore_if_exists: bool,
+    ) -> Result<Table> {
+        validate_name("database", &id.database)?;
+        validate_name("table", &id.table)?;
+        let now = now_millis();
+        let schema = def.to_schema(now)?;
+        self.create_database(&id.database, true).await?;
+        let sm = SchemaManager::new(self.io.clone(), Self::table_path(id));
+        if !sm.list_ids().await?.is_empty() || !sm.create(&schema).await? {
+            if ignore_if_exists {
+                return self.load_table(id).await;
+            }
+            return AlreadyExistsSnafu { message: format!("table '{id}' already exists") }.fail();
+        }
+        self.load_table(id).await
+    }
+
+    pub async fn load_table(&self, id: &Identifier) -> Result<Table> {
+        let path = Self::table_path(id);
+        let sm = SchemaManager::new(self.io.clone(), path.clone());
+        match sm.latest().await? {
+            Some(schema) => Ok(Table::new(self.io.clone(), id.clone(), path, schema)),
+            None => NotFoundSnafu { message: format!("table '{id}' does not exist") }.fail(),
+        }
+    }
+
+    pub async fn drop_table(&self, id: &Identifier, ignore_if_missing: bool) -> Result<()> {
+        let path = Self::table_path(id);
+        if SchemaManager::new(self.io.clone(), path.clone()).list_ids().await?.is_empty() {
+            if ignore_if_missing {
+                return Ok(());
+            }
+            return NotFoundSnafu { message: format!("table '{id}' does not exist") }.fail();
+        }
+        self.io.delete_dir(&path).await
+    }
+}
+
+/// Wall-clock time in epoch milliseconds.
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

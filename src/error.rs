@@ -1,0 +1,161 @@
+//! The crate's error type: every variant names the object involved (table, file, snapshot) and
+//! carries the source location where it was raised, so one log line reads like a stack trace.
+//!
+//! Errors are classified once by [`Error::kind`]; commit retries and (later) the gRPC status
+//! mapping act on the kind only.
+
+use snafu::{Location, Snafu};
+
+/// What kind of failure an [`Error`] is; callers decide on retries and status codes from this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    NotFound,
+    AlreadyExists,
+    Conflict,
+    InvalidArgument,
+    Unsupported,
+    Unauthenticated,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+    Internal,
+}
+
+#[derive(Debug, Snafu)]
+#[snafu(visibility(pub(crate)))]
+pub enum Error {
+    #[snafu(display("storage error at {path}: {source}"))]
+    Storage {
+        path: String,
+        source: object_store::Error,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    #[snafu(display("I/O error at {path}: {source}"))]
+    LocalIo {
+        path: String,
+        source: std::io::Error,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    #[snafu(display("{path}: invalid JSON: {source}"))]
+    Json {
+        path: String,
+        source: serde_json::Error,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    #[snafu(display("{path}: invalid Avro: {source}"))]
+    Avro {
+        path: String,
+        source: Box<apache_avro::Error>,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    #[snafu(display("{path}: Parquet error: {source}"))]
+    Parquet {
+        path: String,
+        source: parquet::errors::ParquetError,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    #[snafu(display("{context}: {source}"))]
+    Arrow {
+        context: String,
+        source: arrow::error::ArrowError,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    /// A file exists but its content is not what the format allows (truncated, wrong version, ...).
+    #[snafu(display("corrupt file {path}: {message}"))]
+    Corrupt {
+        path: String,
+        message: String,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    #[snafu(display("{message}"))]
+    NotFound {
+        message: String,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    #[snafu(display("{message}"))]
+    AlreadyExists {
+        message: String,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    #[snafu(display("{message}"))]
+    InvalidArgument {
+        message: String,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    #[snafu(display("{message}"))]
+    Unsupported {
+        message: String,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    /// Another committer won the race or changed what this commit depends on.
+    #[snafu(display("commit conflict on {table}: {message}"))]
+    Conflict {
+        table: String,
+        message: String,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    /// A broken invariant inside tidelake: a bug, not a user mistake.
+    #[snafu(display("internal error: {message}"))]
+    Internal {
+        message: String,
+        #[snafu(implicit)]
+        location: Location,
+    },
+}
+
+impl Error {
+    /// The class of this error; the single place that decides it.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Storage { source, .. } => match source {
+                object_store::Error::NotFound { .. } => ErrorKind::NotFound,
+                object_store::Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+                object_store::Error::Precondition { .. } => ErrorKind::Conflict,
+                object_store::Error::NotImplemented { .. } => ErrorKind::Unsupported,
+                _ => ErrorKind::Unavailable,
+            },
+            Error::LocalIo { source, .. } => match source.kind() {
+                std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+                std::io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+                _ => ErrorKind::Unavailable,
+            },
+            Error::Json { .. } | Error::Avro { .. } | Error::Parquet { .. } | Error::Corrupt { .. } => {
+                ErrorKind::Internal
+            }
+            Error::Arrow { .. } => ErrorKind::InvalidArgument,
+            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+            Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+            Error::Unsupported { .. } => ErrorKind::Unsupported,
+            Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::Internal { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// Whether repeating the same operation may succeed (storage hiccups and lost commit races).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.kind(), ErrorKind::Conflict | ErrorKind::Unavailable)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Shorthand for an [`Error::InvalidArgument`] with a formatted message.
+macro_rules! invalid {
+    ($($arg:tt)*) => {
+        $crate::error::InvalidArgumentSnafu { message: format!($($arg)*) }.fail()
+    };
+}
+pub(crate) use invalid;

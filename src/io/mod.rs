@@ -1,0 +1,287 @@
+//! Storage access for everything under a warehouse root: reads, listings, durable writes and the
+//! write-once primitive commits rely on.
+//!
+//! Paths handed to [`FileIo`] are relative to the warehouse root and use `/`. Object stores are
+//! reached through `object_store`; on a local directory writes bypass it so they can be made
+//! durable: the bytes go to a temporary file that is fsynced, then renamed (overwrite) or
+//! hard-linked (create-if-absent) into place, and the directory is fsynced.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use snafu::ResultExt;
+
+use crate::error::{InvalidArgumentSnafu, LocalIoSnafu, Result, StorageSnafu};
+
+/// A file found by a listing.
+#[derive(Debug, Clone)]
+pub struct FileStatus {
+    /// Path relative to the warehouse root.
+    pub path: String,
+    pub size: u64,
+    /// Last modification, epoch milliseconds.
+    pub last_modified_millis: i64,
+}
+
+impl FileStatus {
+    pub fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+}
+
+/// Handle to a warehouse's storage; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct FileIo {
+    store: Arc<dyn ObjectStore>,
+    /// Set for local directories: the absolute root, used for durable writes.
+    local_root: Option<PathBuf>,
+    uri: String,
+}
+
+impl FileIo {
+    /// Opens a warehouse: `memory://` for an in-memory store, `file:///abs/dir` or a plain path
+    /// for a local directory (created if missing).
+    pub fn open(uri: &str) -> Result<Self> {
+        if uri == "memory://" || uri == "memory:" {
+            return Ok(Self { store: Arc::new(InMemory::new()), local_root: None, uri: uri.into() });
+        }
+        let path = if let Some(rest) = uri.strip_prefix("file://") {
+            PathBuf::from(rest)
+        } else if uri.contains("://") {
+            return InvalidArgumentSnafu {
+                message: format!("unsupported warehouse URI '{uri}' (use a directory or memory://)"),
+            }
+            .fail();
+        } else {
+            PathBuf::from(uri)
+        };
+        create_dir_all(&path)?;
+        let root = path.canonicalize().context(LocalIoSnafu { path: path.display().to_string() })?;
+        let store = LocalFileSystem::new_with_prefix(&root)
+            .context(StorageSnafu { path: root.display().to_string() })?;
+        Ok(Self { store: Arc::new(store), uri: root.display().to_string(), local_root: Some(root) })
+    }
+
+    /// A fresh in-memory warehouse (tests).
+    pub fn memory() -> Self {
+        Self { store: Arc::new(InMemory::new()), local_root: None, uri: "memory://".into() }
+    }
+
+    /// The warehouse location as given (absolute for local directories).
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    fn store_path(path: &str) -> Result<StorePath> {
+        StorePath::parse(path).map_err(|e| {
+            InvalidArgumentSnafu { message: format!("invalid storage path '{path}': {e}") }.build()
+        })
+    }
+
+    pub async fn read(&self, path: &str) -> Result<Bytes> {
+        let p = Self::store_path(path)?;
+        let got = self.store.get(&p).await.context(StorageSnafu { path })?;
+        got.bytes().await.context(StorageSnafu { path })
+    }
+
+    pub async fn exists(&self, path: &str) -> Result<bool> {
+        let p = Self::store_path(path)?;
+        match self.store.head(&p).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e).context(StorageSnafu { path }),
+        }
+    }
+
+    /// Writes (or replaces) a file; returns once the bytes are durable.
+    pub async fn write(&self, path: &str, data: Bytes) -> Result<()> {
+        self.put(path, data, false).await.map(|_| ())
+    }
+
+    /// Creates a file only if none exists at `path`: `Ok(true)` if this call created it,
+    /// `Ok(false)` if the file already existed (nothing written). Durable on return.
+    pub async fn write_if_absent(&self, path: &str, data: Bytes) -> Result<bool> {
+        self.put(path, data, true).await
+    }
+
+    async fn put(&self, path: &str, data: Bytes, create: bool) -> Result<bool> {
+        if let Some(root) = &self.local_root {
+            let target = root.join(path);
+            let path = path.to_string();
+            return tokio::task::spawn_blocking(move || durable_local_put(&target, &data, create))
+                .await
+                .map_err(|e| {
+                    crate::error::InternalSnafu { message: format!("write task of {path}: {e}") }
+                        .build()
+                })?
+                .context(LocalIoSnafu { path });
+        }
+        let p = Self::store_path(path)?;
+        let opts = PutOptions {
+            mode: if create { PutMode::Create } else { PutMode::Overwrite },
+            ..Default::default()
+        };
+        match self.store.put_opts(&p, PutPayload::from_bytes(data), opts).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) if create => Ok(false),
+            Err(e) => Err(e).context(StorageSnafu { path }),
+        }
+    }
+
+    /// Files directly inside `dir` (not recursive).
+    pub async fn list(&self, dir: &str) -> Result<Vec<FileStatus>> {
+        let p = Self::store_path(dir)?;
+        let res = match self.store.list_with_delimiter(Some(&p)).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(vec![]),
+            Err(e) => return Err(e).context(StorageSnafu { path: dir }),
+        };
+        Ok(res
+            .objects
+            .into_iter()
+            .map(|o| FileStatus {
+                path: o.location.to_string(),
+                size: o.size,
+                last_modified_millis: o.last_modified.timestamp_millis(),
+            })
+            .collect())
+    }
+
+    /// Names of the directories directly inside `dir`.
+    pub async fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
+        let p = if dir.is_empty() { None } else { Some(Self::store_path(dir)?) };
+        let res = match self.store.list_with_delimiter(p.as_ref()).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(vec![]),
+            Err(e) => return Err(e).context(StorageSnafu { path: dir }),
+        };
+        Ok(res
+            .common_prefixes
+            .into_iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect())
+    }
+
+    /// Every file under `dir`, recursively.
+    pub async fn list_recursive(&self, dir: &str) -> Result<Vec<FileStatus>> {
+        let p = Self::store_path(dir)?;
+        let objects: Vec<_> = match self.store.list(Some(&p)).try_collect().await {
+            Ok(o) => o,
+            Err(object_store::Error::NotFound { .. }) => return Ok(vec![]),
+            Err(e) => return Err(e).context(StorageSnafu { path: dir }),
+        };
+        Ok(objects
+            .into_iter()
+            .map(|o| FileStatus {
+                path: o.location.to_string(),
+                size: o.size,
+                last_modified_millis: o.last_modified.timestamp_millis(),
+            })
+            .collect())
+    }
+
+    /// Deletes a file; a missing file is not an error.
+    pub async fn delete(&self, path: &str) -> Result<()> {
+        let p = Self::store_path(path)?;
+        match self.store.delete(&p).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e).context(StorageSnafu { path }),
+        }
+    }
+
+    /// Deletes everything under `dir`.
+    pub async fn delete_dir(&self, dir: &str) -> Result<()> {
+        for f in self.list_recursive(dir).await? {
+            self.delete(&f.path).await?;
+        }
+        if let Some(root) = &self.local_root {
+            let target = root.join(dir);
+            let path = dir.to_string();
+            tokio::task::spawn_blocking(move || remove_dir_all_if_exists(&target))
+                .await
+                .map_err(|e| {
+                    crate::error::InternalSnafu { message: format!("delete task of {path}: {e}") }
+                        .build()
+                })?
+                .context(LocalIoSnafu { path: dir })?;
+        }
+        Ok(())
+    }
+}
+
+// Blocking filesystem code runs only inside spawn_blocking (see `put` and `delete_dir`), or once at
+// start-up in `open`.
+#[allow(clippy::disallowed_methods)]
+fn create_dir_all(path: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(path).context(LocalIoSnafu { path: path.display().to_string() })
+}
+
+#[allow(clippy::disallowed_methods)]
+fn remove_dir_all_if_exists(path: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+#[allow(clippy::disallowed_methods)]
+fn durable_local_put(target: &std::path::Path, data: &[u8], create: bool) -> std::io::Result<bool> {
+    use std::io::Write;
+    let dir = target.parent().ok_or_else(|| std::io::Error::other("path has no parent"))?;
+    std::fs::create_dir_all(dir)?;
+    if create && target.exists() {
+        return Ok(false);
+    }
+    let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        drop(f);
+        let created = if create {
+            match std::fs::hard_link(&tmp, target) {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+                Err(e) => return Err(e),
+            }
+        } else {
+            std::fs::rename(&tmp, target)?;
+            true
+        };
+        std::fs::File::open(dir)?.sync_all()?;
+        Ok(created)
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn write_if_absent_is_write_once() {
+        let dir = tempfile::tempdir().unwrap();
+        for io in [FileIo::memory(), FileIo::open(dir.path().to_str().unwrap()).unwrap()] {
+            assert!(io.write_if_absent("t/snapshot/snapshot-1", Bytes::from("a")).await.unwrap());
+            assert!(!io.write_if_absent("t/snapshot/snapshot-1", Bytes::from("b")).await.unwrap());
+            assert_eq!(io.read("t/snapshot/snapshot-1").await.unwrap(), Bytes::from("a"));
+            io.write("t/snapshot/LATEST", Bytes::from("1")).await.unwrap();
+            io.write("t/snapshot/LATEST", Bytes::from("2")).await.unwrap();
+            let mut names: Vec<_> =
+                io.list("t/snapshot").await.unwrap().iter().map(|f| f.name().to_string()).collect();
+            names.sort();
+            assert_eq!(names, vec!["LATEST", "snapshot-1"]);
+            assert_eq!(io.list_dirs("").await.unwrap(), vec!["t"]);
+            io.delete_dir("t").await.unwrap();
+            assert!(!io.exists("t/snapshot/LATEST").await.unwrap());
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! tidelake: a streaming lakehouse server keeping tables in the Apache Paimon format.
+//!
+//! Layers, top to bottom (arrows point down only; the engine never imports the server):
+//!
+//! ```text
+//!  main.rs (CLI)
+//!  catalog/     databases and tables of a warehouse
+//!  table/       write (route rows to buckets) · commit · scan planning · merged read
+//!  lsm/         per-bucket sorted write buffer and merge engines (sync, no IO)
+//!  schema/ snapshot/ manifest/   managers of the versioned files of one table
+//!  io/          storage access, durable writes, the write-once primitive
+//!  spec/        on-disk format types and codecs (no IO)
+//! ```
+
+pub mod catalog;
+pub mod error;
+pub mod io;
+pub mod lsm;
+pub mod manifest;
+pub mod schema;
+pub mod snapshot;
+pub mod spec;
+pub mod table;
+
+pub use catalog::{Catalog, Identifier, TableDefinition};
+pub use error::{Error, ErrorKind, Result};
+pub use table::Table;

@@ -1,0 +1,227 @@
+//! The manifest manager: reads and writes a table's Avro manifest files and manifest lists, and
+//! folds them into the set of live files of a snapshot.
+//!
+//! A snapshot's files are `base ⊕ delta`: the entries of every manifest in the base list, then the
+//! delta list, applied in order (ADD inserts a file, DELETE removes the same file identifier).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use apache_avro::{Codec, Reader, Writer};
+use bytes::Bytes;
+use snafu::ResultExt;
+
+use crate::error::{AvroSnafu, CorruptSnafu, ErrorKind, NotFoundSnafu, Result};
+use crate::io::FileIo;
+use crate::spec::binary_row::{self, Datum};
+use crate::spec::manifest::{
+    manifest_entry_schema, manifest_file_meta_schema, FileIdentifier, FileKind, ManifestEntry,
+    ManifestFileMeta, SimpleStats,
+};
+use crate::spec::{DataType, Snapshot};
+
+/// Unique names for the files one writer or committer creates: `<prefix><uuid>-<n>`.
+#[derive(Debug)]
+pub struct FileNamer {
+    uuid: String,
+    counter: AtomicU64,
+}
+
+impl Default for FileNamer {
+    fn default() -> Self {
+        Self { uuid: uuid::Uuid::new_v4().to_string(), counter: AtomicU64::new(0) }
+    }
+}
+
+impl FileNamer {
+    pub fn next(&self, prefix: &str, suffix: &str) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        format!("{prefix}{}-{n}{suffix}", self.uuid)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ManifestManager {
+    io: FileIo,
+    table_path: String,
+}
+
+impl ManifestManager {
+    pub fn new(io: FileIo, table_path: impl Into<String>) -> Self {
+        Self { io, table_path: table_path.into() }
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        format!("{}/manifest/{name}", self.table_path)
+    }
+
+    async fn read_avro(&self, name: &str) -> Result<(String, Vec<apache_avro::types::Value>)> {
+        let path = self.path(name);
+        let bytes = match self.io.read(&path).await {
+            Ok(b) => b,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return NotFoundSnafu { message: format!("manifest file {path} is missing") }.fail()
+            }
+            Err(e) => return Err(e),
+        };
+        let reader = Reader::new(&bytes[..]).map_err(Box::new).context(AvroSnafu { path: &path })?;
+        let values = reader
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Box::new)
+            .context(AvroSnafu { path: &path })?;
+        Ok((path, values))
+    }
+
+    pub async fn read_manifest_list(&self, name: &str) -> Result<Vec<ManifestFileMeta>> {
+        let (path, values) = self.read_avro(name).await?;
+        values
+            .iter()
+            .map(|v| ManifestFileMeta::from_avro(v).map_err(|message| CorruptSnafu { path: &path, message }.build()))
+            .collect()
+    }
+
+    pub async fn read_manifest(&self, name: &str) -> Result<Vec<ManifestEntry>> {
+        let (path, values) = self.read_avro(name).await?;
+        values
+            .iter()
+            .map(|v| ManifestEntry::from_avro(v).map_err(|message| CorruptSnafu { path: &path, message }.build()))
+            .collect()
+    }
+
+    /// Entries of every manifest in the list, in list order.
+    pub async fn read_entries_of_list(&self, list_name: &str) -> Result<Vec<ManifestEntry>> {
+        let metas = self.read_manifest_list(list_name).await?;
+        let reads = metas.iter().map(|m| self.read_manifest(&m.file_name));
+        let per_file = futures::future::try_join_all(reads).await?;
+        Ok(per_file.into_iter().flatten().collect())
+    }
+
+    /// The live data files of `snapshot` (base then delta, folded).
+    pub async fn live_entries(&self, snapshot: &Snapshot) -> Result<Vec<ManifestEntry>> {
+        let (base, delta) = futures::future::try_join(
+            self.read_entries_of_list(&snapshot.base_manifest_list),
+            self.read_entries_of_list(&snapshot.delta_manifest_list),
+        )
+        .await?;
+        Ok(fold_entries(base.into_iter().chain(delta)))
+    }
+
+    /// Writes one manifest holding `entries` and describes it for a manifest list.
+    pub async fn write_manifest(
+        &self,
+        namer: &FileNamer,
+        entries: &[ManifestEntry],
+        partition_types: &[DataType],
+        schema_id: i64,
+    ) -> Result<ManifestFileMeta> {
+        let name = namer.next("manifest-", "");
+        let path = self.path(&name);
+        let mut w = Writer::with_codec(manifest_entry_schema(), Vec::new(), zstd_codec())
+            .map_err(Box::new)
+            .context(AvroSnafu { path: &path })?;
+        for e in entries {
+            w.append_value(e.to_avro()).map_err(Box::new).context(AvroSnafu { path: &path })?;
+        }
+        let bytes = w.into_inner().map_err(Box::new).context(AvroSnafu { path: &path })?;
+        let size = bytes.len() as i64;
+        self.io.write(&path, Bytes::from(bytes)).await?;
+        let added = entries.iter().filter(|e| e.kind == FileKind::Add).count() as i64;
+        Ok(ManifestFileMeta {
+            file_name: name,
+            file_size: size,
+            num_added_files: added,
+            num_deleted_files: entries.len() as i64 - added,
+            partition_stats: partition_stats(entries, partition_types, &path)?,
+            schema_id,
+            min_bucket: entries.iter().map(|e| e.bucket).min(),
+            max_bucket: entries.iter().map(|e| e.bucket).max(),
+            min_level: entries.iter().map(|e| e.file.level).min(),
+            max_level: entries.iter().map(|e| e.file.level).max(),
+        })
+    }
+
+    /// Writes a manifest list; returns its name and size.
+    pub async fn write_manifest_list(
+        &self,
+        namer: &FileNamer,
+        metas: &[ManifestFileMeta],
+    ) -> Result<(String, i64)> {
+        let name = namer.next("manifest-list-", "");
+        let path = self.path(&name);
+        let mut w = Writer::with_codec(manifest_file_meta_schema(), Vec::new(), zstd_codec())
+            .map_err(Box::new)
+            .context(AvroSnafu { path: &path })?;
+        for m in metas {
+            w.append_value(m.to_avro()).map_err(Box::new).context(AvroSnafu { path: &path })?;
+        }
+        let bytes = w.into_inner().map_err(Box::new).context(AvroSnafu { path: &path })?;
+        let size = bytes.len() as i64;
+        self.io.write(&path, Bytes::from(bytes)).await?;
+        Ok((name, size))
+    }
+}
+
+fn zstd_codec() -> Codec {
+    // Paimon's default manifest.compression is zstd at level 1.
+    Codec::Zstandard(apache_avro::ZstandardSettings::new(1))
+}
+
+/// Applies ADD/DELETE entries in order and returns the files that remain (in first-ADD order).
+pub fn fold_entries(entries: impl IntoIterator<Item = ManifestEntry>) -> Vec<ManifestEntry> {
+    let mut live: HashMap<FileIdentifier, usize> = HashMap::new();
+    let mut slots: Vec<Option<ManifestEntry>> = Vec::new();
+    for e in entries {
+        let id = e.identifier();
+        match e.kind {
+            FileKind::Add => {
+                live.insert(id, slots.len());
+                slots.push(Some(e));
+            }
+            FileKind::Delete => {
+                if let Some(i) = live.remove(&id) {
+                    slots[i] = None;
+                }
+            }
+        }
+    }
+    slots.into_iter().flatten().collect()
+}
+
+/// Min/max over the partitions of `entries`, field by field, with null counts.
+fn partition_stats(entries: &[ManifestEntry], types: &[DataType], path: &str) -> Result<SimpleStats> {
+    if types.is_empty() || entries.is_empty() {
+        let mut s = SimpleStats::empty();
+        if !types.is_empty() {
+            s = SimpleStats {
+                min_values: binary_row::serialize(&vec![Datum::Null; types.len()]),
+                max_values: binary_row::serialize(&vec![Datum::Null; types.len()]),
+                null_counts: vec![Some(0); types.len()],
+            };
+        }
+        return Ok(s);
+    }
+    let mut mins: Vec<Datum> = vec![Datum::Null; types.len()];
+    let mut maxs: Vec<Datum> = vec![Datum::Null; types.len()];
+    let mut nulls = vec![0i64; types.len()];
+    for e in entries {
+        let values = binary_row::deserialize(&e.partition, types)
+            .map_err(|err| CorruptSnafu { path, message: format!("partition row: {err}") }.build())?;
+        for (i, v) in values.into_iter().enumerate() {
+            if v.is_null() {
+                nulls[i] += 1;
+                continue;
+            }
+            if mins[i].is_null() || v.compare(&mins[i]) == Some(std::cmp::Ordering::Less) {
+                mins[i] = v.clone();
+            }
+            if maxs[i].is_null() || v.compare(&maxs[i]) == Some(std::cmp::Ordering::Greater) {
+                maxs[i] = v;
+            }
+        }
+    }
+    Ok(SimpleStats {
+        min_values: binary_row::serialize(&mins),
+        max_values: binary_row::serialize(&maxs),
+        null_counts: nulls.into_iter().map(Some).collect(),
+    })
+}

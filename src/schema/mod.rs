@@ -1,0 +1,73 @@
+//! The schema manager: the versioned `schema/schema-N` files of one table.
+
+use bytes::Bytes;
+use snafu::ResultExt;
+
+use crate::error::{CorruptSnafu, JsonSnafu, NotFoundSnafu, Result};
+use crate::io::FileIo;
+use crate::spec::TableSchema;
+
+/// Reads and creates the schema files of the table at `table_path`.
+#[derive(Debug, Clone)]
+pub struct SchemaManager {
+    io: FileIo,
+    table_path: String,
+}
+
+impl SchemaManager {
+    pub fn new(io: FileIo, table_path: impl Into<String>) -> Self {
+        Self { io, table_path: table_path.into() }
+    }
+
+    fn dir(&self) -> String {
+        format!("{}/schema", self.table_path)
+    }
+
+    pub fn schema_path(&self, id: i64) -> String {
+        format!("{}/schema/schema-{id}", self.table_path)
+    }
+
+    /// Schema ids present, sorted numerically.
+    pub async fn list_ids(&self) -> Result<Vec<i64>> {
+        let mut ids: Vec<i64> = self
+            .io
+            .list(&self.dir())
+            .await?
+            .iter()
+            .filter_map(|f| f.name().strip_prefix("schema-")?.parse().ok())
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// The newest schema, or `None` when the table has none (it does not exist).
+    pub async fn latest(&self) -> Result<Option<TableSchema>> {
+        match self.list_ids().await?.last() {
+            Some(id) => Ok(Some(self.schema(*id).await?)),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn schema(&self, id: i64) -> Result<TableSchema> {
+        let path = self.schema_path(id);
+        let bytes = match self.io.read(&path).await {
+            Ok(b) => b,
+            Err(e) if e.kind() == crate::error::ErrorKind::NotFound => {
+                return NotFoundSnafu { message: format!("schema {id} not found at {path}") }.fail()
+            }
+            Err(e) => return Err(e),
+        };
+        let schema: TableSchema = serde_json::from_slice(&bytes).context(JsonSnafu { path: &path })?;
+        if schema.id != id {
+            return CorruptSnafu { path, message: format!("contains schema id {}", schema.id) }.fail();
+        }
+        Ok(schema)
+    }
+
+    /// Writes `schema` as `schema-<id>` if no such file exists; `Ok(false)` if it already did.
+    pub async fn create(&self, schema: &TableSchema) -> Result<bool> {
+        let path = self.schema_path(schema.id);
+        let json = serde_json::to_vec_pretty(schema).context(JsonSnafu { path: &path })?;
+        self.io.write_if_absent(&path, Bytes::from(json)).await
+    }
+}

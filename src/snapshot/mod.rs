@@ -1,0 +1,155 @@
+//! The snapshot manager: `snapshot/snapshot-N` files of one table and the `LATEST` / `EARLIEST`
+//! hints.
+//!
+//! Hints are only hints (pypaimon never writes `EARLIEST`; a crash can leave `LATEST` stale): the
+//! latest id is the hint's value only if `snapshot-(hint+1)` does not exist, otherwise the directory
+//! listing decides, parsed and sorted numerically.
+
+use bytes::Bytes;
+use snafu::ResultExt;
+
+use crate::error::{CorruptSnafu, ErrorKind, JsonSnafu, NotFoundSnafu, Result};
+use crate::io::FileIo;
+use crate::spec::Snapshot;
+
+#[derive(Debug, Clone)]
+pub struct SnapshotManager {
+    io: FileIo,
+    table_path: String,
+}
+
+impl SnapshotManager {
+    pub fn new(io: FileIo, table_path: impl Into<String>) -> Self {
+        Self { io, table_path: table_path.into() }
+    }
+
+    fn dir(&self) -> String {
+        format!("{}/snapshot", self.table_path)
+    }
+
+    pub fn snapshot_path(&self, id: i64) -> String {
+        format!("{}/snapshot/snapshot-{id}", self.table_path)
+    }
+
+    /// Snapshot ids present, sorted numerically (`snapshot-10` after `snapshot-9`).
+    pub async fn list_ids(&self) -> Result<Vec<i64>> {
+        let mut ids: Vec<i64> = self
+            .io
+            .list(&self.dir())
+            .await?
+            .iter()
+            .filter_map(|f| f.name().strip_prefix("snapshot-")?.parse().ok())
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    async fn read_hint(&self, name: &str) -> Option<i64> {
+        let bytes = self.io.read(&format!("{}/{name}", self.dir())).await.ok()?;
+        std::str::from_utf8(&bytes).ok()?.trim().parse().ok().filter(|v| *v > 0)
+    }
+
+    /// The newest snapshot id, or `None` for a table without snapshots.
+    pub async fn latest_id(&self) -> Result<Option<i64>> {
+        if let Some(hint) = self.read_hint("LATEST").await {
+            if self.io.exists(&self.snapshot_path(hint)).await?
+                && !self.io.exists(&self.snapshot_path(hint + 1)).await?
+            {
+                return Ok(Some(hint));
+            }
+        }
+        Ok(self.list_ids().await?.last().copied())
+    }
+
+    /// The oldest snapshot id still present.
+    pub async fn earliest_id(&self) -> Result<Option<i64>> {
+        if let Some(hint) = self.read_hint("EARLIEST").await {
+            if self.io.exists(&self.snapshot_path(hint)).await?
+                && (hint == 1 || !self.io.exists(&self.snapshot_path(hint - 1)).await?)
+            {
+                return Ok(Some(hint));
+            }
+        }
+        Ok(self.list_ids().await?.first().copied())
+    }
+
+    pub async fn latest(&self) -> Result<Option<Snapshot>> {
+        match self.latest_id().await? {
+            Some(id) => Ok(Some(self.snapshot(id).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads snapshot `id`; a missing one is `NotFound` naming the range that does exist.
+    pub async fn snapshot(&self, id: i64) -> Result<Snapshot> {
+        let path = self.snapshot_path(id);
+        match self.try_snapshot(id).await? {
+            Some(s) => Ok(s),
+            None => {
+                let ids = self.list_ids().await?;
+                let range = match (ids.first(), ids.last()) {
+                    (Some(a), Some(b)) => format!("snapshots {a}..={b} exist"),
+                    _ => "the table has no snapshots".to_string(),
+                };
+                NotFoundSnafu { message: format!("snapshot {id} not found at {path} ({range})") }.fail()
+            }
+        }
+    }
+
+    /// Reads snapshot `id`, `None` if the file does not exist.
+    pub async fn try_snapshot(&self, id: i64) -> Result<Option<Snapshot>> {
+        let path = self.snapshot_path(id);
+        let bytes = match self.io.read(&path).await {
+            Ok(b) => b,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let snapshot: Snapshot = serde_json::from_slice(&bytes).context(JsonSnafu { path: &path })?;
+        if snapshot.id != id {
+            return CorruptSnafu { path, message: format!("contains snapshot id {}", snapshot.id) }.fail();
+        }
+        Ok(Some(snapshot))
+    }
+
+    /// The newest snapshot committed at or before `millis`, if any.
+    pub async fn snapshot_at_or_before(&self, millis: i64) -> Result<Option<Snapshot>> {
+        let ids = self.list_ids().await?;
+        // Commit times grow with ids; binary search, then confirm by reading.
+        let (mut lo, mut hi) = (0usize, ids.len());
+        let mut found = None;
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let s = self.snapshot(ids[mid]).await?;
+            if s.time_millis <= millis {
+                found = Some(s);
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Publishes `snapshot` as `snapshot-<id>` if that id is free. `Ok(true)` when this call created
+    /// it (durable on return), `Ok(false)` when another committer holds the id.
+    pub async fn try_publish(&self, snapshot: &Snapshot) -> Result<bool> {
+        let path = self.snapshot_path(snapshot.id);
+        let json = serde_json::to_vec_pretty(snapshot).context(JsonSnafu { path: &path })?;
+        self.io.write_if_absent(&path, Bytes::from(json)).await
+    }
+
+    /// Best-effort rewrite of the `LATEST` hint; failures are tolerated (readers verify hints).
+    pub async fn write_latest_hint(&self, id: i64) {
+        let path = format!("{}/LATEST", self.dir());
+        if let Err(e) = self.io.write(&path, Bytes::from(id.to_string())).await {
+            tracing::warn!(%path, error = %e, "could not update the LATEST hint");
+        }
+    }
+
+    pub async fn write_earliest_hint(&self, id: i64) {
+        let path = format!("{}/EARLIEST", self.dir());
+        if let Err(e) = self.io.write(&path, Bytes::from(id.to_string())).await {
+            tracing::warn!(%path, error = %e, "could not update the EARLIEST hint");
+        }
+    }
+}

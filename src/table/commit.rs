@@ -1,0 +1,299 @@
+//! Committing: turning commit messages into a new snapshot, exactly once, against concurrent
+//! committers.
+//!
+//! ```text
+//!  messages ──► read latest snapshot N ──► already committed? ──yes──► done (its id)
+//!                    ▲                           │ no
+//!                    │                           ▼
+//!                    │            delta entries (ADD new files; DELETE overwritten ones)
+//!                    │            delta manifest + list, base list = N's base + delta
+//!                    │                           ▼
+//!                    │              create snapshot-(N+1) if absent
+//!                    │           ┌───────────────┼────────────────────┐
+//!                    │        created        exists (lost race)    error (ambiguous)
+//!                    │           ▼               │                    ▼
+//!                    │     LATEST hint           │         read snapshot-(N+1) back: ours?
+//!                    │       done                │            yes ─► done, no ─► retry
+//!                    └──── backoff, retry ◄──────┘
+//! ```
+//!
+//! Exactly-once: a commit with an explicit identifier is skipped when the newest snapshot of the
+//! same commit user already carries an identifier at least as large (Paimon's `filterCommitted`).
+//! The retry decision reads [`crate::error::Error::is_retryable`] and lives only here.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::write::CommitMessage;
+use super::Table;
+use crate::catalog::now_millis;
+use crate::error::{ConflictSnafu, Result};
+use crate::manifest::FileNamer;
+use crate::spec::binary_row::{self, Datum};
+use crate::spec::manifest::{FileKind, ManifestEntry, ManifestFileMeta};
+use crate::spec::snapshot::{BATCH_COMMIT_IDENTIFIER, SNAPSHOT_VERSION};
+use crate::spec::{CommitKind, Snapshot};
+
+/// Manifests at which the base manifest list is compacted into one manifest
+/// (Paimon's `manifest.merge-min-count`).
+const MANIFEST_MERGE_MIN_COUNT: usize = 30;
+
+/// What an overwrite replaces.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overwrite {
+    /// Every file of the table.
+    Table,
+    /// Files of partitions whose values equal these (a subset of partition keys may be given).
+    Partitions(Vec<(String, Datum)>),
+}
+
+/// How a commit ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// A new snapshot with this id holds the commit.
+    Committed(i64),
+    /// The same (commit user, identifier) was committed before, in this snapshot or earlier.
+    AlreadyCommitted(i64),
+    /// Nothing to commit (no files and no overwrite).
+    Empty,
+}
+
+impl CommitOutcome {
+    pub fn snapshot_id(&self) -> Option<i64> {
+        match self {
+            CommitOutcome::Committed(id) | CommitOutcome::AlreadyCommitted(id) => Some(*id),
+            CommitOutcome::Empty => None,
+        }
+    }
+}
+
+/// Commits for one commit user. Cheap; create one per writer session.
+#[derive(Debug)]
+pub struct TableCommit {
+    table: Table,
+    commit_user: String,
+    namer: FileNamer,
+    max_retries: u32,
+}
+
+impl TableCommit {
+    pub(crate) fn new(table: Table, commit_user: String) -> Self {
+        let max_retries = table.options().commit_max_retries();
+        Self { table, commit_user, namer: FileNamer::default(), max_retries }
+    }
+
+    pub fn commit_user(&self) -> &str {
+        &self.commit_user
+    }
+
+    /// Commits `messages` as one APPEND (or OVERWRITE) snapshot. Returns after the snapshot file is
+    /// durable. `identifier` must grow per commit user; batch jobs pass [`BATCH_COMMIT_IDENTIFIER`].
+    pub async fn commit(
+        &self,
+        messages: Vec<CommitMessage>,
+        identifier: i64,
+        overwrite: Option<Overwrite>,
+    ) -> Result<CommitOutcome> {
+        let has_files = messages.iter().any(|m| !m.new_files.is_empty());
+        if !has_files && overwrite.is_none() {
+            return Ok(CommitOutcome::Empty);
+        }
+        let table = &self.table;
+        let layout = table.layout()?;
+        let sm = table.snapshot_manager();
+        let mm = table.manifest_manager();
+        let kind = if overwrite.is_some() { CommitKind::Overwrite } else { CommitKind::Append };
+        let adds: Vec<ManifestEntry> = messages
+            .iter()
+            .flat_map(|m| {
+                m.new_files.iter().map(move |f| ManifestEntry {
+                    kind: FileKind::Add,
+                    partition: m.partition.clone(),
+                    bucket: m.bucket,
+                    total_buckets: m.total_buckets,
+                    file: f.clone(),
+                })
+            })
+            .collect();
+        let check_committed = identifier != BATCH_COMMIT_IDENTIFIER;
+        let mut attempt = 0u32;
+        // The manifest of ADDs does not depend on the base, so retries reuse it.
+        let mut adds_manifest: Option<ManifestFileMeta> = None;
+        loop {
+            let latest = sm.latest().await?;
+            if check_committed {
+                if let Some(id) = self.find_committed(latest.as_ref(), identifier).await? {
+                    return Ok(CommitOutcome::AlreadyCommitted(id));
+                }
+            }
+            let next_id = latest.as_ref().map(|s| s.id + 1).unwrap_or(1);
+
+            // Base: the previous snapshot's base + delta manifests, compacted when too many.
+            let mut base_metas: Vec<ManifestFileMeta> = Vec::new();
+            if let Some(prev) = &latest {
+                base_metas.extend(mm.read_manifest_list(&prev.base_manifest_list).await?);
+                base_metas.extend(mm.read_manifest_list(&prev.delta_manifest_list).await?);
+            }
+            let mut deletes: Vec<ManifestEntry> = Vec::new();
+            if let (Some(ow), Some(prev)) = (&overwrite, &latest) {
+                for e in mm.live_entries(prev).await? {
+                    if overwrite_matches(ow, &e.partition, &layout.schema.partition_keys, &layout.partition_types)? {
+                        deletes.push(ManifestEntry { kind: FileKind::Delete, ..e });
+                    }
+                }
+            }
+            let mut attempt_files: Vec<String> = Vec::new();
+            if base_metas.len() >= MANIFEST_MERGE_MIN_COUNT {
+                let mut entries = Vec::new();
+                for m in &base_metas {
+                    entries.extend(mm.read_manifest(&m.file_name).await?);
+                }
+                let live = crate::manifest::fold_entries(entries);
+                let merged = mm.write_manifest(&self.namer, &live, &layout.partition_types, layout.schema.id).await?;
+                attempt_files.push(merged.file_name.clone());
+                base_metas = vec![merged];
+            }
+            let mut delta_metas = Vec::new();
+            if !deletes.is_empty() {
+                let m = mm.write_manifest(&self.namer, &deletes, &layout.partition_types, layout.schema.id).await?;
+                attempt_files.push(m.file_name.clone());
+                delta_metas.push(m);
+            }
+            if !adds.is_empty() {
+                if adds_manifest.is_none() {
+                    adds_manifest = Some(mm.write_manifest(&self.namer, &adds, &layout.partition_types, layout.schema.id).await?);
+                }
+                delta_metas.extend(adds_manifest.clone());
+            }
+            let (base_list, base_size) = mm.write_manifest_list(&self.namer, &base_metas).await?;
+            let (delta_list, delta_size) = mm.write_manifest_list(&self.namer, &delta_metas).await?;
+            let added_rows: i64 = adds.iter().map(|e| e.file.row_count).sum();
+            let deleted_rows: i64 = deletes.iter().map(|e| e.file.row_count).sum();
+            let delta_records = added_rows - deleted_rows;
+            let snapshot = Snapshot {
+                version: SNAPSHOT_VERSION,
+                id: next_id,
+                schema_id: layout.schema.id,
+                base_manifest_list: base_list.clone(),
+                base_manifest_list_size: Some(base_size),
+                delta_manifest_list: delta_list.clone(),
+                delta_manifest_list_size: Some(delta_size),
+                changelog_manifest_list: None,
+                changelog_manifest_list_size: None,
+                index_manifest: latest.as_ref().and_then(|s| s.index_manifest.clone()),
+                commit_user: self.commit_user.clone(),
+                commit_identifier: identifier,
+                commit_kind: kind,
+                time_millis: now_millis().max(latest.as_ref().map(|s| s.time_millis).unwrap_or(0)),
+                total_record_count: Some(
+                    latest.as_ref().and_then(|s| s.total_record_count).unwrap_or(0) + delta_records,
+                ),
+                delta_record_count: Some(delta_records),
+                changelog_record_count: None,
+                watermark: latest.as_ref().and_then(|s| s.watermark),
+                statistics: None,
+                properties: None,
+                next_row_id: None,
+                uuid: Some(uuid::Uuid::new_v4().to_string()),
+                writer_version: Some(format!("tidelake-{}", env!("CARGO_PKG_VERSION"))),
+            };
+            let lost = match sm.try_publish(&snapshot).await {
+                Ok(true) => {
+                    sm.write_latest_hint(next_id).await;
+                    return Ok(CommitOutcome::Committed(next_id));
+                }
+                Ok(false) => true,
+                Err(e) => {
+                    // Ambiguous: the put may have landed. The snapshot file decides.
+                    match sm.try_snapshot(next_id).await {
+                        Ok(Some(s)) if s.uuid == snapshot.uuid => {
+                            sm.write_latest_hint(next_id).await;
+                            return Ok(CommitOutcome::Committed(next_id));
+                        }
+                        Ok(Some(_)) => true,
+                        _ if e.is_retryable() => false,
+                        _ => return Err(e),
+                    }
+                }
+            };
+            // This attempt's files are garbage now; only the ADD manifest is reused.
+            for name in attempt_files.iter().chain([&base_list, &delta_list]) {
+                let _ = table.io().delete(&mm.path(name)).await;
+            }
+            attempt += 1;
+            if attempt > self.max_retries {
+                return ConflictSnafu {
+                    table: table.identifier().to_string(),
+                    message: format!(
+                        "gave up after {attempt} attempts: other committers kept taking snapshot ids (last tried {next_id}){}",
+                        if lost { "" } else { " after storage errors" }
+                    ),
+                }
+                .fail();
+            }
+            tokio::time::sleep(backoff(attempt)).await;
+        }
+    }
+
+    /// The newest snapshot of this commit user whose identifier is at least `identifier`.
+    async fn find_committed(&self, latest: Option<&Snapshot>, identifier: i64) -> Result<Option<i64>> {
+        let Some(latest) = latest else { return Ok(None) };
+        let sm = self.table.snapshot_manager();
+        let earliest = sm.earliest_id().await?.unwrap_or(1);
+        let mut id = latest.id;
+        while id >= earliest {
+            let s = if id == latest.id { latest.clone() } else {
+                match sm.try_snapshot(id).await? {
+                    Some(s) => s,
+                    None => break, // expired concurrently
+                }
+            };
+            if s.commit_user == self.commit_user {
+                return Ok((s.commit_identifier >= identifier).then_some(s.id));
+            }
+            id -= 1;
+        }
+        Ok(None)
+    }
+}
+
+fn backoff(attempt: u32) -> Duration {
+    let base = 10u64.saturating_mul(1 << attempt.min(7)).min(1000);
+    let jitter = (uuid::Uuid::new_v4().as_u128() % (base as u128 + 1)) as u64;
+    Duration::from_millis(base / 2 + jitter)
+}
+
+fn overwrite_matches(
+    ow: &Overwrite,
+    partition: &[u8],
+    keys: &[String],
+    types: &[crate::spec::DataType],
+) -> Result<bool> {
+    match ow {
+        Overwrite::Table => Ok(true),
+        Overwrite::Partitions(spec) => {
+            let values = binary_row::deserialize(partition, types).map_err(|e| {
+                crate::error::InternalSnafu { message: format!("partition row in manifest: {e}") }.build()
+            })?;
+            Ok(spec.iter().all(|(k, v)| {
+                keys.iter().position(|x| x == k).is_some_and(|i| values[i].compare(v) == Some(std::cmp::Ordering::Equal))
+            }))
+        }
+    }
+}
+
+/// Checks an overwrite spec names partition keys only, each once.
+pub(crate) fn validate_overwrite(ow: &Overwrite, keys: &[String], table: &str) -> Result<()> {
+    if let Overwrite::Partitions(spec) = ow {
+        let mut seen = HashSet::new();
+        for (k, _) in spec {
+            if !keys.contains(k) {
+                return crate::error::invalid!("table {table}: '{k}' is not a partition key");
+            }
+            if !seen.insert(k) {
+                return crate::error::invalid!("table {table}: partition key '{k}' given twice");
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! Data files: encoding one sorted run (or a chunk of appended rows) as Parquet with its
+//! `DataFileMeta` statistics, and decoding files back into batches of an expected schema.
+
+use std::sync::Arc;
+
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::{Int64Type, Int8Type, SchemaRef};
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use snafu::ResultExt;
+
+use super::layout::{datum_at, TableLayout};
+use crate::error::{ArrowSnafu, ParquetSnafu, Result};
+use crate::spec::binary_row::{self, Datum};
+use crate::spec::manifest::{DataFileMeta, FileSource, SimpleStats};
+
+/// Encodes `batch` (in the table's file layout, sorted by key for PK tables) as a Parquet file.
+pub fn encode(
+    layout: &TableLayout,
+    batch: &RecordBatch,
+    file_name: String,
+    level: i32,
+    sequence_range: Option<(i64, i64)>,
+    now_millis: i64,
+) -> Result<(Bytes, DataFileMeta)> {
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).context(ParquetSnafu { path: &file_name })?))
+        .set_max_row_group_row_count(Some(256 * 1024))
+        .build();
+    let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 3);
+    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props)).context(ParquetSnafu { path: &file_name })?;
+    w.write(batch).context(ParquetSnafu { path: &file_name })?;
+    w.close().context(ParquetSnafu { path: &file_name })?;
+
+    let n = batch.num_rows();
+    let (min_key, max_key, key_stats, min_seq, max_seq, deletes) = if layout.is_primary_key_table() {
+        let k = layout.key_indices.len();
+        let key_row = |i: usize| -> Result<Vec<Datum>> {
+            (0..k).map(|c| datum_at(batch.column(c).as_ref(), i, &layout.key_types[c])).collect()
+        };
+        let mut mins = Vec::with_capacity(k);
+        let mut maxs = Vec::with_capacity(k);
+        let mut nulls = Vec::with_capacity(k);
+        for c in 0..k {
+            let (mn, mx) = column_min_max(batch.column(c), &layout.key_types[c])?;
+            mins.push(mn);
+            maxs.push(mx);
+            nulls.push(Some(batch.column(c).null_count() as i64));
+        }
+        let seq = batch.column(k).as_primitive::<Int64Type>();
+        let kinds = batch.column(k + 1).as_primitive::<Int8Type>();
+        let deletes = kinds.values().iter().filter(|&&v| v == 1 || v == 3).count() as i64;
+        (
+            binary_row::serialize(&key_row(0)?),
+            binary_row::serialize(&key_row(n - 1)?),
+            SimpleStats {
+                min_values: binary_row::serialize(&mins),
+                max_values: binary_row::serialize(&maxs),
+                null_counts: nulls,
+            },
+            arrow::compute::min(seq).unwrap_or(0),
+            arrow::compute::max(seq).unwrap_or(0),
+            Some(deletes),
+        )
+    } else {
+        let (lo, hi) = sequence_range.unwrap_or((0, 0));
+        (binary_row::empty_row(), binary_row::empty_row(), SimpleStats::empty(), lo, hi, Some(0))
+    };
+    let meta = DataFileMeta {
+        file_size: buf.len() as i64,
+        file_name,
+        row_count: n as i64,
+        min_key,
+        max_key,
+        key_stats,
+        // Value statistics are not written yet (allowed: it only disables value-based skipping).
+        value_stats: SimpleStats::empty(),
+        min_sequence_number: min_seq,
+        max_sequence_number: max_seq,
+        schema_id: layout.schema.id,
+        level,
+        extra_files: vec![],
+        creation_time: Some(now_millis),
+        delete_row_count: deletes,
+        embedded_file_index: None,
+        file_source: Some(FileSource::Append as i32),
+        value_stats_cols: Some(vec![]),
+        external_path: None,
+        first_row_id: None,
+        write_cols: None,
+    };
+    Ok((Bytes::from(buf), meta))
+}
+
+/// Min and max of a column, as Datums (Null when every value is null).
+fn column_min_max(array: &ArrayRef, ty: &crate::spec::DataType) -> Result<(Datum, Datum)> {
+    let mut min = Datum::Null;
+    let mut max = Datum::Null;
+    for i in 0..array.len() {
+        if array.is_null(i) {
+            continue;
+        }
+        let d = datum_at(array.as_ref(), i, ty)?;
+        if min.is_null() || d.compare(&min) == Some(std::cmp::Ordering::Less) {
+            min = d.clone();
+        }
+        if max.is_null() || d.compare(&max) == Some(std::cmp::Ordering::Greater) {
+            max = d;
+        }
+    }
+    Ok((min, max))
+}
+
+/// Decodes a Parquet data file into batches of `target`: columns are found by name, missing ones
+/// read as null, and types are cast where the writer chose another representation (e.g.
+/// `large_string`).
+pub fn decode(path: &str, bytes: Bytes, target: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).context(ParquetSnafu { path })?;
+    let file_fields = builder.schema().fields().clone();
+    let mut roots = Vec::new();
+    for f in target.fields() {
+        if let Some(i) = file_fields.iter().position(|ff| ff.name() == f.name()) {
+            roots.push(i);
+        }
+    }
+    roots.sort_unstable();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let reader = builder.with_projection(mask).with_batch_size(64 * 1024).build().context(ParquetSnafu { path })?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.context(ArrowSnafu { context: format!("reading {path}") })?;
+        let n = batch.num_rows();
+        let columns = target
+            .fields()
+            .iter()
+            .map(|f| match batch.column_by_name(f.name()) {
+                Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
+                Some(c) => cast(c, f.data_type())
+                    .context(ArrowSnafu { context: format!("{path}: column {}", f.name()) }),
+                None => Ok(new_null_array(f.data_type(), n)),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let batch = RecordBatch::try_new(Arc::clone(target), columns)
+            .context(ArrowSnafu { context: format!("{path}: does not match the table schema") })?;
+        out.push(batch);
+    }
+    Ok(out)
+}

@@ -1,0 +1,243 @@
+//! What a table's schema implies for rows: partition, bucket-key and primary-key columns, the
+//! physical schema of its data files, and the extraction of BinaryRows from Arrow rows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Date32Array, Decimal128Array,
+    Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, Int8Array, StringArray,
+    Time32MillisecondArray,
+};
+use arrow::datatypes::{
+    DataType as ArrowType, Field, Schema, SchemaRef, TimeUnit, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+};
+
+use crate::error::{InvalidArgumentSnafu, Result, UnsupportedSnafu};
+use crate::spec::binary_row::{BinaryRowWriter, Datum};
+use crate::spec::{
+    BucketMode, CoreOptions, DataType, MergeEngine, TableSchema, TypeRoot, KEY_FIELD_ID_START,
+    KEY_FIELD_PREFIX, SEQUENCE_NUMBER, SEQUENCE_NUMBER_FIELD_ID, VALUE_KIND, VALUE_KIND_FIELD_ID,
+};
+
+/// Derived, immutable facts about one schema version of a table.
+#[derive(Debug)]
+pub struct TableLayout {
+    pub schema: Arc<TableSchema>,
+    /// The table's columns as Arrow (what users read and write).
+    pub arrow_schema: SchemaRef,
+    pub partition_indices: Vec<usize>,
+    pub partition_types: Vec<DataType>,
+    /// Trimmed primary key (PK minus partition keys): the `_KEY_` columns.
+    pub key_indices: Vec<usize>,
+    pub key_types: Vec<DataType>,
+    pub bucket_key_indices: Vec<usize>,
+    pub bucket_mode: BucketMode,
+    pub merge_engine: MergeEngine,
+    pub sequence_field_indices: Vec<usize>,
+    pub rowkind_field_index: Option<usize>,
+    pub ignore_delete: bool,
+    /// Physical schema of data files: `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`, columns (PK
+    /// tables) or just the columns (append tables).
+    pub file_schema: SchemaRef,
+}
+
+impl TableLayout {
+    pub fn new(schema: Arc<TableSchema>) -> Result<Self> {
+        let opts = CoreOptions::new(&schema.options);
+        let invalid = |message: String| InvalidArgumentSnafu { message }.build();
+        let index_of = |name: &str| -> Result<usize> {
+            schema
+                .field_index(name)
+                .ok_or_else(|| invalid(format!("column '{name}' named by the schema does not exist")))
+        };
+        let partition_indices =
+            schema.partition_keys.iter().map(|k| index_of(k)).collect::<Result<Vec<_>>>()?;
+        let key_indices = schema
+            .trimmed_primary_keys()
+            .iter()
+            .map(|k| index_of(k))
+            .collect::<Result<Vec<_>>>()?;
+        let pk = schema.is_primary_key_table();
+        let bucket_mode = opts.bucket_mode(pk).map_err(invalid)?;
+        let bucket_key_indices = match opts.bucket_key() {
+            Some(keys) => keys.iter().map(|k| index_of(k)).collect::<Result<Vec<_>>>()?,
+            None => key_indices.clone(),
+        };
+        let sequence_field_indices =
+            opts.sequence_fields().iter().map(|k| index_of(k)).collect::<Result<Vec<_>>>()?;
+        let rowkind_field_index = opts.rowkind_field().map(index_of).transpose()?;
+        let fields: Vec<Field> = schema.fields.iter().map(|f| arrow_field(&f.name, &f.data_type, f.id)).collect();
+        let arrow_schema = Arc::new(Schema::new(fields.clone()));
+        let file_schema = if pk {
+            let mut file_fields: Vec<Field> = key_indices
+                .iter()
+                .map(|&i| {
+                    let f = &schema.fields[i];
+                    arrow_field(&format!("{KEY_FIELD_PREFIX}{}", f.name), &f.data_type, KEY_FIELD_ID_START + f.id)
+                })
+                .collect();
+            file_fields.push(with_id(Field::new(SEQUENCE_NUMBER, ArrowType::Int64, false), SEQUENCE_NUMBER_FIELD_ID));
+            file_fields.push(with_id(Field::new(VALUE_KIND, ArrowType::Int8, false), VALUE_KIND_FIELD_ID));
+            file_fields.extend(fields);
+            Arc::new(Schema::new(file_fields))
+        } else {
+            Arc::clone(&arrow_schema)
+        };
+        Ok(Self {
+            partition_types: partition_indices.iter().map(|&i| schema.fields[i].data_type).collect(),
+            key_types: key_indices.iter().map(|&i| schema.fields[i].data_type).collect(),
+            partition_indices,
+            key_indices,
+            bucket_key_indices,
+            bucket_mode,
+            merge_engine: opts.merge_engine().map_err(invalid)?,
+            sequence_field_indices,
+            rowkind_field_index,
+            ignore_delete: opts.ignore_delete(),
+            arrow_schema,
+            file_schema,
+            schema,
+        })
+    }
+
+    pub fn is_primary_key_table(&self) -> bool {
+        self.schema.is_primary_key_table()
+    }
+
+    /// Number of system columns before the value columns in a data file.
+    pub fn value_offset(&self) -> usize {
+        if self.is_primary_key_table() {
+            self.key_indices.len() + 2
+        } else {
+            0
+        }
+    }
+
+    /// Bucket count written into manifest entries (`_TOTAL_BUCKETS`).
+    pub fn total_buckets(&self) -> i32 {
+        match self.bucket_mode {
+            BucketMode::Fixed(n) => n,
+            _ => -1,
+        }
+    }
+
+    /// Checks that tidelake can write this table; reading has fewer restrictions.
+    pub fn check_writable(&self, table: &str) -> Result<()> {
+        let unsupported = |what: &str| {
+            UnsupportedSnafu { message: format!("writing table {table}: {what} is not supported yet") }.fail()
+        };
+        match self.bucket_mode {
+            BucketMode::Dynamic => return unsupported("dynamic bucket mode (bucket = -1 with a primary key)"),
+            BucketMode::Postpone => return unsupported("postpone bucket mode (bucket = -2)"),
+            _ => {}
+        }
+        if self.is_primary_key_table()
+            && !matches!(self.merge_engine, MergeEngine::Deduplicate | MergeEngine::FirstRow)
+        {
+            return unsupported(&format!("merge-engine '{}'", self.merge_engine.name()));
+        }
+        Ok(())
+    }
+}
+
+fn with_id(f: Field, id: i32) -> Field {
+    f.with_metadata(HashMap::from([("PARQUET:field_id".to_string(), id.to_string())]))
+}
+
+fn arrow_field(name: &str, ty: &DataType, id: i32) -> Field {
+    with_id(Field::new(name, ty.to_arrow(), ty.nullable), id)
+}
+
+/// Reads row `i` of `array` (of Paimon type `ty`) as a [`Datum`].
+pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
+    if array.is_null(i) {
+        return Ok(Datum::Null);
+    }
+    let mismatch = || {
+        InvalidArgumentSnafu {
+            message: format!("column of Arrow type {} cannot hold Paimon type {ty}", array.data_type()),
+        }
+        .build()
+    };
+    macro_rules! get {
+        ($t:ty) => {
+            array.as_any().downcast_ref::<$t>().ok_or_else(mismatch)?.value(i)
+        };
+    }
+    Ok(match ty.root {
+        TypeRoot::Boolean => Datum::Boolean(get!(BooleanArray)),
+        TypeRoot::TinyInt => Datum::TinyInt(get!(Int8Array)),
+        TypeRoot::SmallInt => Datum::SmallInt(get!(Int16Array)),
+        TypeRoot::Int => Datum::Int(get!(Int32Array)),
+        TypeRoot::BigInt => Datum::BigInt(get!(Int64Array)),
+        TypeRoot::Float => Datum::Float(get!(Float32Array)),
+        TypeRoot::Double => Datum::Double(get!(Float64Array)),
+        TypeRoot::Decimal { precision, scale } => {
+            Datum::Decimal { unscaled: get!(Decimal128Array), precision, scale }
+        }
+        TypeRoot::Char(_) | TypeRoot::VarChar(_) => Datum::String(get!(StringArray).to_string()),
+        TypeRoot::Binary(_) | TypeRoot::VarBinary(_) => Datum::Bytes(get!(BinaryArray).to_vec()),
+        TypeRoot::Date => Datum::Date(get!(Date32Array)),
+        TypeRoot::Time(_) => Datum::Time(get!(Time32MillisecondArray)),
+        TypeRoot::Timestamp(p) | TypeRoot::LocalZonedTimestamp(p) => {
+            let (millis, nanos) = match array.data_type() {
+                ArrowType::Timestamp(TimeUnit::Second, _) => {
+                    (array.as_primitive::<TimestampSecondType>().value(i) * 1000, 0)
+                }
+                ArrowType::Timestamp(TimeUnit::Millisecond, _) => {
+                    (array.as_primitive::<TimestampMillisecondType>().value(i), 0)
+                }
+                ArrowType::Timestamp(TimeUnit::Microsecond, _) => {
+                    let v = array.as_primitive::<TimestampMicrosecondType>().value(i);
+                    (v.div_euclid(1000), (v.rem_euclid(1000) * 1000) as i32)
+                }
+                ArrowType::Timestamp(TimeUnit::Nanosecond, _) => {
+                    let v = array.as_primitive::<TimestampNanosecondType>().value(i);
+                    (v.div_euclid(1_000_000), v.rem_euclid(1_000_000) as i32)
+                }
+                _ => return Err(mismatch()),
+            };
+            Datum::Timestamp { millis, nanos, precision: p }
+        }
+    })
+}
+
+/// Writes field `pos` of `w` from row `i` of `array`, without allocating for fixed-size types.
+pub fn write_field(
+    w: &mut BinaryRowWriter,
+    pos: usize,
+    array: &ArrayRef,
+    i: usize,
+    ty: &DataType,
+) -> Result<()> {
+    if array.is_null(i) {
+        w.set_null(pos);
+        return Ok(());
+    }
+    match ty.root {
+        TypeRoot::BigInt => {
+            if let Some(a) = array.as_any().downcast_ref::<Int64Array>() {
+                w.write_i64(pos, a.value(i));
+                return Ok(());
+            }
+        }
+        TypeRoot::Int => {
+            if let Some(a) = array.as_any().downcast_ref::<Int32Array>() {
+                w.write_i32(pos, a.value(i));
+                return Ok(());
+            }
+        }
+        TypeRoot::Char(_) | TypeRoot::VarChar(_) => {
+            if let Some(a) = array.as_any().downcast_ref::<StringArray>() {
+                w.write_bytes(pos, a.value(i).as_bytes());
+                return Ok(());
+            }
+        }
+        _ => {}
+    }
+    let d = datum_at(array.as_ref(), i, ty)?;
+    w.write_datum(pos, &d);
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! The table handle: one table's files, and the entry points to write, commit, plan and read it.
+//!
+//! ```text
+//!  TableWrite ──prepare_commit──► CommitMessage* ──TableCommit::commit──► snapshot-N
+//!  ScanBuilder ──plan──► Plan{snapshot, splits} ──TableRead──► RecordBatch stream
+//! ```
+
+pub mod commit;
+pub mod data_file;
+pub mod layout;
+pub mod read;
+pub mod scan;
+pub mod write;
+
+use std::sync::{Arc, OnceLock};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+
+pub use commit::{CommitOutcome, Overwrite, TableCommit};
+pub use layout::TableLayout;
+pub use read::TableRead;
+pub use scan::{Plan, ScanBuilder, SnapshotSelector, Split};
+pub use write::{CommitMessage, TableWrite, WriteOptions};
+
+use crate::catalog::Identifier;
+use crate::error::{CorruptSnafu, Result};
+use crate::io::FileIo;
+use crate::manifest::ManifestManager;
+use crate::schema::SchemaManager;
+use crate::snapshot::SnapshotManager;
+use crate::spec::binary_row;
+use crate::spec::partition::partition_path;
+use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
+use crate::spec::{CoreOptions, TableSchema};
+
+/// A loaded table at one schema version; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Table {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    io: FileIo,
+    identifier: Identifier,
+    path: String,
+    schema: Arc<TableSchema>,
+    layout: OnceLock<std::result::Result<Arc<TableLayout>, String>>,
+}
+
+impl Table {
+    pub(crate) fn new(io: FileIo, identifier: Identifier, path: String, schema: TableSchema) -> Self {
+        Self { inner: Arc::new(Inner { io, identifier, path, schema: Arc::new(schema), layout: OnceLock::new() }) }
+    }
+
+    pub fn identifier(&self) -> &Identifier {
+        &self.inner.identifier
+    }
+
+    /// Path of the table directory relative to the warehouse root.
+    pub fn path(&self) -> &str {
+        &self.inner.path
+    }
+
+    pub fn io(&self) -> &FileIo {
+        &self.inner.io
+    }
+
+    pub fn schema(&self) -> &Arc<TableSchema> {
+        &self.inner.schema
+    }
+
+    pub fn options(&self) -> CoreOptions<'_> {
+        CoreOptions::new(&self.inner.schema.options)
+    }
+
+    /// The table's columns as an Arrow schema.
+    pub fn arrow_schema(&self) -> Result<SchemaRef> {
+        Ok(Arc::clone(&self.layout()?.arrow_schema))
+    }
+
+    /// Derived facts about the schema; an invalid schema file is reported on first use.
+    pub fn layout(&self) -> Result<Arc<TableLayout>> {
+        let r = self.inner.layout.get_or_init(|| {
+            TableLayout::new(Arc::clone(&self.inner.schema)).map(Arc::new).map_err(|e| e.to_string())
+        });
+        match r {
+            Ok(l) => Ok(Arc::clone(l)),
+            Err(message) => CorruptSnafu {
+                path: format!("{}/schema/schema-{}", self.inner.path, self.inner.schema.id),
+                message: message.clone(),
+            }
+            .fail(),
+        }
+    }
+
+    pub fn snapshot_manager(&self) -> SnapshotManager {
+        SnapshotManager::new(self.inner.io.clone(), self.inner.path.clone())
+    }
+
+    pub fn schema_manager(&self) -> SchemaManager {
+        SchemaManager::new(self.inner.io.clone(), self.inner.path.clone())
+    }
+
+    pub fn manifest_manager(&self) -> ManifestManager {
+        ManifestManager::new(self.inner.io.clone(), self.inner.path.clone())
+    }
+
+    /// Directory of one bucket's data files, relative to the warehouse root.
+    pub fn bucket_dir(&self, partition: &[u8], bucket: i32) -> Result<String> {
+        let layout = self.layout()?;
+        let values = binary_row::deserialize(partition, &layout.partition_types).map_err(|e| {
+            CorruptSnafu { path: self.inner.path.clone(), message: format!("partition row: {e}") }.build()
+        })?;
+        let dir = partition_path(&layout.schema.partition_keys, &values, self.options().partition_default_name());
+        Ok(format!("{}/{dir}bucket-{bucket}", self.inner.path))
+    }
+
+    pub fn new_write(&self, options: WriteOptions) -> Result<TableWrite> {
+        TableWrite::new(self.clone(), options)
+    }
+
+    /// A committer for `commit_user` (one per writer job; a random one for batch writes).
+    pub fn new_commit(&self, commit_user: impl Into<String>) -> TableCommit {
+        TableCommit::new(self.clone(), commit_user.into())
+    }
+
+    pub fn new_scan(&self) -> ScanBuilder {
+        ScanBuilder::new(self.clone())
+    }
+
+    pub fn new_read(&self, projection: Option<&[String]>) -> Result<TableRead> {
+        TableRead::new(self.clone(), projection)
+    }
+
+    /// Writes `batches` and commits them as one snapshot (batch job semantics): nothing is
+    /// committed unless every batch is valid.
+    pub async fn write_batches(
+        &self,
+        batches: &[RecordBatch],
+        options: WriteOptions,
+        overwrite: Option<Overwrite>,
+    ) -> Result<CommitOutcome> {
+        if let Some(ow) = &overwrite {
+            commit::validate_overwrite(ow, &self.schema().partition_keys, &self.identifier().to_string())?;
+        }
+        let mut w = self.new_write(options)?;
+        for b in batches {
+            w.write(b).await?;
+        }
+        let messages = w.prepare_commit().await?;
+        self.new_commit(uuid::Uuid::new_v4().to_string()).commit(messages, BATCH_COMMIT_IDENTIFIER, overwrite).await
+    }
+
+    /// Reads the whole table at `selector` with an optional projection.
+    pub async fn read_all(&self, selector: SnapshotSelector, projection: Option<&[String]>) -> Result<Vec<RecordBatch>> {
+        let plan = self.new_scan().snapshot(selector).plan().await?;
+        self.new_read(projection)?.collect(plan).await
+    }
+}

@@ -1,0 +1,375 @@
+//! Writing rows into a table: validation against the schema, routing of each row to its
+//! (partition, bucket), one writer per bucket (a sorted write buffer for primary-key tables, a
+//! plain buffer for append tables), spills to level-0 Parquet files, and the commit messages that
+//! [`super::commit::TableCommit`] turns into a snapshot.
+//!
+//! A batch is validated completely before any of it is buffered, so a bad batch changes nothing.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int8Array, RecordBatch, UInt32Array};
+use arrow::compute::{cast, concat_batches, filter_record_batch, take_record_batch};
+use arrow::datatypes::{DataType as ArrowType, SchemaRef};
+use snafu::ResultExt;
+
+use super::data_file;
+use super::layout::{write_field, TableLayout};
+use super::Table;
+use crate::catalog::now_millis;
+use crate::error::{invalid, ArrowSnafu, Result};
+use crate::lsm::{MergeSpec, WriteBuffer};
+use crate::manifest::FileNamer;
+use crate::spec::binary_row::{self, BinaryRowWriter};
+use crate::spec::{BucketMode, DataFileMeta, MergeEngine, RowKind};
+
+/// New files of one (partition, bucket), produced by a writer for one commit.
+#[derive(Debug, Clone)]
+pub struct CommitMessage {
+    pub partition: Vec<u8>,
+    pub bucket: i32,
+    pub total_buckets: i32,
+    pub new_files: Vec<DataFileMeta>,
+}
+
+type BucketId = (Vec<u8>, i32);
+
+#[derive(Debug)]
+enum BucketWriter {
+    Kv(WriteBuffer),
+    Append { batches: Vec<RecordBatch>, rows: usize, next_sequence: i64 },
+}
+
+/// Options of one writer session.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// A column of the input (not of the table) holding `+I`/`-U`/`+U`/`-D` per row; it is removed
+    /// before the rows are stored.
+    pub row_kind_column: Option<String>,
+}
+
+/// Buffers and spills rows of one table; not shared between tasks (one writer per bucket).
+#[derive(Debug)]
+pub struct TableWrite {
+    table: Table,
+    layout: Arc<TableLayout>,
+    options: WriteOptions,
+    namer: FileNamer,
+    writers: HashMap<BucketId, BucketWriter>,
+    /// Highest sequence number per bucket in the snapshot the writer started from.
+    restored: Option<HashMap<BucketId, i64>>,
+    pending: HashMap<BucketId, Vec<DataFileMeta>>,
+    spill_rows: usize,
+}
+
+impl TableWrite {
+    pub(crate) fn new(table: Table, options: WriteOptions) -> Result<Self> {
+        let layout = table.layout()?;
+        layout.check_writable(&table.identifier().to_string())?;
+        if let Some(col) = &options.row_kind_column {
+            if layout.schema.field(col).is_some() {
+                return invalid!(
+                    "row-kind column '{col}' is a column of table {}; name a column that only the input has",
+                    table.identifier()
+                );
+            }
+        }
+        let spill_rows = table.options().write_buffer_rows();
+        Ok(Self {
+            table,
+            layout,
+            options,
+            namer: FileNamer::default(),
+            writers: HashMap::new(),
+            restored: None,
+            pending: HashMap::new(),
+            spill_rows,
+        })
+    }
+
+    /// The Arrow schema callers write (the table's columns).
+    pub fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.layout.arrow_schema)
+    }
+
+    /// Validates `batch` and buffers its rows; may spill full buffers to data files.
+    pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let (values, kinds) = self.conform(batch)?;
+        if values.num_rows() == 0 {
+            return Ok(());
+        }
+        let groups = self.route(&values)?;
+        if self.restored.is_none() {
+            self.restored = Some(self.restore_sequences().await?);
+        }
+        for ((partition, bucket), rows) in groups {
+            let indices = UInt32Array::from(rows);
+            let part = take_record_batch(&values, &indices).context(ArrowSnafu { context: "routing rows" })?;
+            let id = (partition, bucket);
+            let writer = self.writer(&id);
+            match writer {
+                BucketWriter::Kv(buf) => {
+                    let k = match &kinds {
+                        Some(k) => arrow::compute::take(k, &indices, None)
+                            .context(ArrowSnafu { context: "routing row kinds" })?
+                            .as_primitive::<arrow::datatypes::Int8Type>()
+                            .clone(),
+                        None => Int8Array::from(vec![RowKind::Insert as i8; part.num_rows()]),
+                    };
+                    buf.add(&part, k)?;
+                }
+                BucketWriter::Append { batches, rows, .. } => {
+                    *rows += part.num_rows();
+                    batches.push(part);
+                }
+            }
+            let full = match self.writers.get(&id) {
+                Some(BucketWriter::Kv(b)) => b.buffered_rows() >= self.spill_rows,
+                Some(BucketWriter::Append { rows, .. }) => *rows >= self.spill_rows,
+                None => false,
+            };
+            if full {
+                self.spill(&id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Spills every buffer and returns the files written since the last call, per bucket.
+    /// Nothing is visible to readers until the messages are committed.
+    pub async fn prepare_commit(&mut self) -> Result<Vec<CommitMessage>> {
+        let ids: Vec<BucketId> = self.writers.keys().cloned().collect();
+        for id in ids {
+            self.spill(&id).await?;
+        }
+        let total_buckets = self.layout.total_buckets();
+        let mut messages: Vec<CommitMessage> = self
+            .pending
+            .drain()
+            .map(|((partition, bucket), new_files)| CommitMessage { partition, bucket, total_buckets, new_files })
+            .collect();
+        messages.sort_by(|a, b| (&a.partition, a.bucket).cmp(&(&b.partition, b.bucket)));
+        Ok(messages)
+    }
+
+    fn writer(&mut self, id: &BucketId) -> &mut BucketWriter {
+        let next = self.restored.as_ref().and_then(|r| r.get(id)).map(|s| s + 1).unwrap_or(0);
+        let layout = &self.layout;
+        self.writers.entry(id.clone()).or_insert_with(|| {
+            if layout.is_primary_key_table() {
+                let offset = layout.value_offset();
+                BucketWriter::Kv(WriteBuffer::new(
+                    Arc::clone(&layout.file_schema),
+                    layout.key_indices.clone(),
+                    MergeSpec {
+                        key_count: layout.key_indices.len(),
+                        sequence_columns: layout.sequence_field_indices.iter().map(|i| i + offset).collect(),
+                        engine: layout.merge_engine,
+                        keep_retracts: true,
+                    },
+                    next,
+                ))
+            } else {
+                BucketWriter::Append { batches: vec![], rows: 0, next_sequence: next }
+            }
+        })
+    }
+
+    async fn spill(&mut self, id: &BucketId) -> Result<()> {
+        let (batch, seq_range) = match self.writers.get_mut(id) {
+            Some(BucketWriter::Kv(buf)) => (buf.take_sorted_run()?, None),
+            Some(BucketWriter::Append { batches, rows, next_sequence }) => {
+                let taken = std::mem::take(batches);
+                let n = *rows as i64;
+                *rows = 0;
+                if taken.is_empty() {
+                    (None, None)
+                } else {
+                    let range = (*next_sequence, *next_sequence + n - 1);
+                    *next_sequence += n;
+                    let b = concat_batches(&self.layout.arrow_schema, &taken)
+                        .context(ArrowSnafu { context: "concatenating appended rows" })?;
+                    (Some(b), Some(range))
+                }
+            }
+            None => (None, None),
+        };
+        let Some(batch) = batch else { return Ok(()) };
+        let name = self.namer.next("data-", ".parquet");
+        let (bytes, meta) = data_file::encode(&self.layout, &batch, name, 0, seq_range, now_millis())?;
+        let path = format!("{}/{}", self.table.bucket_dir(&id.0, id.1)?, meta.file_name);
+        self.table.io().write(&path, bytes).await?;
+        self.pending.entry(id.clone()).or_default().push(meta);
+        Ok(())
+    }
+
+    async fn restore_sequences(&self) -> Result<HashMap<BucketId, i64>> {
+        let mut max: HashMap<BucketId, i64> = HashMap::new();
+        let Some(snapshot) = self.table.snapshot_manager().latest().await? else { return Ok(max) };
+        let total = self.layout.total_buckets();
+        for e in self.table.manifest_manager().live_entries(&snapshot).await? {
+            if total > 0 && e.total_buckets > 0 && e.total_buckets != total {
+                return invalid!(
+                    "table {} has files written with {} buckets but its schema says {total}; rescaling is not supported",
+                    self.table.identifier(),
+                    e.total_buckets
+                );
+            }
+            let slot = max.entry((e.partition, e.bucket)).or_insert(-1);
+            *slot = (*slot).max(e.file.max_sequence_number);
+        }
+        Ok(max)
+    }
+
+    /// Checks `batch` against the schema; returns it as the table's columns plus row kinds.
+    fn conform(&self, batch: &RecordBatch) -> Result<(RecordBatch, Option<Int8Array>)> {
+        let table = self.table.identifier();
+        let schema = &self.layout.schema;
+        let input = batch.schema();
+        for f in input.fields() {
+            let is_kind_col = self.options.row_kind_column.as_deref() == Some(f.name().as_str());
+            if !is_kind_col && schema.field(f.name()).is_none() {
+                return invalid!("table {table} has no column '{}'", f.name());
+            }
+        }
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields.len());
+        for (field, target) in schema.fields.iter().zip(self.layout.arrow_schema.fields()) {
+            let col = match batch.column_by_name(&field.name) {
+                Some(c) => conform_column(c, target.data_type()).map_err(|m| {
+                    crate::error::InvalidArgumentSnafu {
+                        message: format!("table {table}, column '{}': {m}", field.name),
+                    }
+                    .build()
+                })?,
+                None if field.data_type.nullable => arrow::array::new_null_array(target.data_type(), batch.num_rows()),
+                None => return invalid!("table {table}: column '{}' is NOT NULL and missing from the input", field.name),
+            };
+            if !field.data_type.nullable && col.null_count() > 0 {
+                let what = if schema.primary_keys.contains(&field.name) { "primary key column" } else { "NOT NULL column" };
+                return invalid!("table {table}: {what} '{}' has {} null value(s)", field.name, col.null_count());
+            }
+            columns.push(col);
+        }
+        let values = RecordBatch::try_new(Arc::clone(&self.layout.arrow_schema), columns)
+            .context(ArrowSnafu { context: format!("table {table}: input does not match the schema") })?;
+
+        let kind_col = match (&self.options.row_kind_column, self.layout.rowkind_field_index) {
+            (Some(name), _) => Some((name.clone(), batch.column_by_name(name).cloned())),
+            (None, Some(i)) => Some((schema.fields[i].name.clone(), Some(Arc::clone(values.column(i))))),
+            (None, None) => None,
+        };
+        let Some((name, col)) = kind_col else {
+            return Ok((values, None));
+        };
+        let Some(col) = col else {
+            return invalid!("table {table}: row-kind column '{name}' is missing from the input");
+        };
+        let strings = cast(&col, &ArrowType::Utf8).map_err(|_| {
+            crate::error::InvalidArgumentSnafu { message: format!("table {table}: row-kind column '{name}' must be a string column") }.build()
+        })?;
+        let strings = strings.as_string::<i32>();
+        let mut kinds = Vec::with_capacity(strings.len());
+        for i in 0..strings.len() {
+            let kind = if strings.is_null(i) { None } else { RowKind::from_short_string(strings.value(i)) };
+            match kind {
+                Some(k) => kinds.push(k),
+                None => {
+                    let shown = if strings.is_null(i) { "NULL" } else { strings.value(i) };
+                    return invalid!("table {table}: row {i} has row kind '{shown}' in column '{name}'; expected +I, -U, +U or -D");
+                }
+            }
+        }
+        let has_retract = kinds.iter().any(RowKind::is_retract);
+        if has_retract && !self.layout.is_primary_key_table() {
+            return invalid!("table {table} is an append table; it cannot take -U/-D rows");
+        }
+        if has_retract && self.layout.ignore_delete {
+            let keep = arrow::array::BooleanArray::from(kinds.iter().map(|k| !k.is_retract()).collect::<Vec<_>>());
+            let values = filter_record_batch(&values, &keep).context(ArrowSnafu { context: "dropping deletes" })?;
+            let kinds: Vec<i8> = kinds.iter().filter(|k| !k.is_retract()).map(|k| *k as i8).collect();
+            return Ok((values, Some(Int8Array::from(kinds))));
+        }
+        if has_retract && self.layout.merge_engine == MergeEngine::FirstRow {
+            return invalid!("table {table} uses merge-engine first-row, which does not accept -U/-D rows (set 'ignore-delete' = 'true' to drop them)");
+        }
+        let kinds = Int8Array::from(kinds.iter().map(|k| *k as i8).collect::<Vec<_>>());
+        Ok((values, Some(kinds)))
+    }
+
+    /// Groups row indices by (serialized partition, bucket).
+    fn route(&self, values: &RecordBatch) -> Result<Vec<(BucketId, Vec<u32>)>> {
+        let layout = &self.layout;
+        let n = values.num_rows();
+        let mut w = BinaryRowWriter::default();
+        let mut partitions: Vec<Vec<u8>> = Vec::new();
+        let mut partition_of_row: Vec<u32> = vec![0; n];
+        if layout.partition_indices.is_empty() {
+            partitions.push(binary_row::empty_row());
+        } else {
+            let mut seen: HashMap<Vec<u8>, u32> = HashMap::new();
+            for (i, slot) in partition_of_row.iter_mut().enumerate() {
+                w.reset(layout.partition_indices.len());
+                for (pos, (&c, ty)) in layout.partition_indices.iter().zip(&layout.partition_types).enumerate() {
+                    write_field(&mut w, pos, values.column(c), i, ty)?;
+                }
+                let bytes = w.serialized();
+                let next = seen.len() as u32;
+                let id = *seen.entry(bytes.clone()).or_insert_with(|| {
+                    partitions.push(bytes);
+                    next
+                });
+                *slot = id;
+            }
+        }
+        let mut groups: HashMap<(u32, i32), Vec<u32>> = HashMap::new();
+        match layout.bucket_mode {
+            BucketMode::Fixed(num) => {
+                let types: Vec<_> = layout.bucket_key_indices.iter().map(|&i| layout.schema.fields[i].data_type).collect();
+                for (i, &p) in partition_of_row.iter().enumerate() {
+                    w.reset(types.len());
+                    for (pos, (&c, ty)) in layout.bucket_key_indices.iter().zip(&types).enumerate() {
+                        write_field(&mut w, pos, values.column(c), i, ty)?;
+                    }
+                    let bucket = binary_row::bucket_of(w.hash_code(), num);
+                    groups.entry((p, bucket)).or_default().push(i as u32);
+                }
+            }
+            _ => {
+                for (i, &p) in partition_of_row.iter().enumerate() {
+                    groups.entry((p, 0)).or_default().push(i as u32);
+                }
+            }
+        }
+        let mut out: Vec<_> =
+            groups.into_iter().map(|((p, b), rows)| ((partitions[p as usize].clone(), b), rows)).collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+}
+
+/// Casts an input column to the table's type when that cannot lose information; anything else is
+/// a schema mismatch.
+fn conform_column(col: &ArrayRef, target: &ArrowType) -> std::result::Result<ArrayRef, String> {
+    use ArrowType::*;
+    let from = col.data_type();
+    if from == target {
+        return Ok(Arc::clone(col));
+    }
+    let safe = match (from, target) {
+        (Null, _) => true,
+        (Int8, Int16 | Int32 | Int64) | (Int16, Int32 | Int64) | (Int32, Int64) => true,
+        (UInt8, Int16 | Int32 | Int64) | (UInt16, Int32 | Int64) | (UInt32, Int64) => true,
+        (Float32, Float64) => true,
+        (Utf8View | LargeUtf8, Utf8) | (BinaryView | LargeBinary, Binary) => true,
+        (Dictionary(_, v), t) => v.as_ref() == t,
+        (Timestamp(_, a), Timestamp(_, b)) => a.is_some() == b.is_some(),
+        (Decimal128(p, s), Decimal128(tp, ts)) => s <= ts && (*p as i16 - *s as i16) <= (*tp as i16 - *ts as i16),
+        (Int8 | Int16 | Int32 | Int64, Decimal128(_, _)) => true,
+        _ => false,
+    };
+    if !safe {
+        return Err(format!("has type {from}, the table expects {target}"));
+    }
+    let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
+    arrow::compute::cast_with_options(col, target, &options).map_err(|e| format!("cannot convert {from} to {target}: {e}"))
+}
