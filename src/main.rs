@@ -1,1 +1,220 @@
-fn main() {}
+//! The `tidelake` command: table administration, loading and scanning on a warehouse, and the
+//! benchmark. Every failure prints one `error:` line and exits non-zero.
+
+mod cli;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tidelake::table::{Overwrite, SnapshotSelector, WriteOptions};
+use tidelake::{Catalog, Identifier, TableDefinition};
+
+#[derive(Debug, Parser)]
+#[command(name = "tidelake", version, about = "Apache Paimon tables on a local warehouse")]
+struct Args {
+    /// Warehouse root: a directory (default ./warehouse) or memory://.
+    #[arg(long, global = true, env = "TIDELAKE_WAREHOUSE", default_value = "./warehouse")]
+    warehouse: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OutputFormat {
+    Table,
+    Jsonl,
+    Csv,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a table: `create-table db.t --schema 'id BIGINT NOT NULL, v STRING' --primary-key id --option bucket=2`.
+    CreateTable {
+        table: String,
+        #[arg(long)]
+        schema: String,
+        #[arg(long, value_delimiter = ',')]
+        primary_key: Vec<String>,
+        #[arg(long, value_delimiter = ',')]
+        partition_keys: Vec<String>,
+        /// Table option KEY=VALUE (repeatable).
+        #[arg(long = "option", value_name = "KEY=VALUE")]
+        options: Vec<String>,
+        #[arg(long)]
+        comment: Option<String>,
+        #[arg(long)]
+        if_not_exists: bool,
+    },
+    /// Drop a table and its files.
+    DropTable {
+        table: String,
+        #[arg(long)]
+        if_exists: bool,
+    },
+    /// Load a Parquet, CSV (with header) or JSON-lines file as one commit.
+    Load {
+        table: String,
+        file: PathBuf,
+        /// parquet, csv or jsonl; by default taken from the file extension.
+        #[arg(long)]
+        format: Option<String>,
+        /// An input column with +I/-U/+U/-D per row (not stored).
+        #[arg(long)]
+        row_kind_column: Option<String>,
+        /// Replace the table's rows (or, with --partition, those partitions).
+        #[arg(long)]
+        overwrite: bool,
+        /// Partition KEY=VALUE to overwrite (repeatable; needs --overwrite).
+        #[arg(long = "partition", value_name = "KEY=VALUE", requires = "overwrite")]
+        partitions: Vec<String>,
+    },
+    /// Print the rows of a table at a snapshot.
+    Scan {
+        table: String,
+        #[arg(long, conflicts_with = "timestamp_millis")]
+        snapshot_id: Option<i64>,
+        #[arg(long)]
+        timestamp_millis: Option<i64>,
+        /// Columns to return, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        columns: Vec<String>,
+        /// Partition KEY=VALUE filter (repeatable).
+        #[arg(long = "partition", value_name = "KEY=VALUE")]
+        partitions: Vec<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+        /// Print at most this many rows.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// List a table's snapshots.
+    Snapshots { table: String },
+    /// List the tables of one database, or of all.
+    Tables { database: Option<String> },
+    /// Run workload W on tidelake and on pypaimon and print both with their ratio.
+    Bench(cli::bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TIDELAKE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_pairs(pairs: &[String], what: &str) -> anyhow_like::Result<Vec<(String, String)>> {
+    pairs
+        .iter()
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+            _ => Err(format!("{what} '{p}' must look like KEY=VALUE").into()),
+        })
+        .collect()
+}
+
+/// The CLI's error: any displayable error, printed as one line.
+mod anyhow_like {
+    pub(crate) type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+async fn run(args: Args) -> anyhow_like::Result<()> {
+    let warehouse = args.warehouse.clone();
+    let open = move || Catalog::open(&warehouse);
+    match args.command {
+        Command::Bench(b) => return cli::bench::run(&b).await,
+        Command::CreateTable { table, schema, primary_key, partition_keys, options, comment, if_not_exists } => {
+            let catalog = open()?;
+            let id = Identifier::parse(&table)?;
+            let def = TableDefinition {
+                columns: TableDefinition::parse_columns(&schema)?,
+                primary_keys: primary_key,
+                partition_keys,
+                options: parse_pairs(&options, "option")?.into_iter().collect::<BTreeMap<_, _>>(),
+                comment,
+            };
+            catalog.create_table(&id, &def, if_not_exists).await?;
+            println!("created {id}");
+        }
+        Command::DropTable { table, if_exists } => {
+            let catalog = open()?;
+            let id = Identifier::parse(&table)?;
+            catalog.drop_table(&id, if_exists).await?;
+            println!("dropped {id}");
+        }
+        Command::Load { table, file, format, row_kind_column, overwrite, partitions } => {
+            let catalog = open()?;
+            let id = Identifier::parse(&table)?;
+            let t = catalog.load_table(&id).await?;
+            let batches = cli::input::read_file(&file, format.as_deref(), &t, row_kind_column.as_deref())?;
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            let ow = if overwrite {
+                if partitions.is_empty() {
+                    Some(Overwrite::Table)
+                } else {
+                    Some(Overwrite::Partitions(cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?))
+                }
+            } else {
+                None
+            };
+            let outcome = t.write_batches(&batches, WriteOptions { row_kind_column }, ow).await?;
+            match outcome.snapshot_id() {
+                Some(s) => println!("loaded {rows} rows into {id}: snapshot {s}"),
+                None => println!("nothing to load into {id}: the file has no rows"),
+            }
+        }
+        Command::Scan { table, snapshot_id, timestamp_millis, columns, partitions, format, limit } => {
+            let catalog = open()?;
+            let id = Identifier::parse(&table)?;
+            let t = catalog.load_table(&id).await?;
+            let selector = match (snapshot_id, timestamp_millis) {
+                (Some(s), _) => SnapshotSelector::Id(s),
+                (None, Some(ts)) => SnapshotSelector::TimestampMillis(ts),
+                (None, None) => SnapshotSelector::Latest,
+            };
+            let filter = cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?;
+            let plan = t.new_scan().snapshot(selector).partition_filter(filter).plan().await?;
+            let projection = if columns.is_empty() { None } else { Some(columns) };
+            let read = t.new_read(projection.as_deref())?;
+            let mut batches = read.collect(plan).await?;
+            if let Some(limit) = limit {
+                batches = cli::output::limit(batches, limit);
+            }
+            cli::output::print(&read.schema(), &batches, format)?;
+        }
+        Command::Snapshots { table } => {
+            let catalog = open()?;
+            let id = Identifier::parse(&table)?;
+            let t = catalog.load_table(&id).await?;
+            cli::output::print_snapshots(&t).await?;
+        }
+        Command::Tables { database } => {
+            let catalog = open()?;
+            let dbs = match database {
+                Some(d) => vec![d],
+                None => catalog.list_databases().await?,
+            };
+            for db in dbs {
+                for t in catalog.list_tables(&db).await? {
+                    println!("{db}.{t}");
+                }
+            }
+        }
+    }
+    Ok(())
+}

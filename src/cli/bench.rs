@@ -1,0 +1,258 @@
+//! `tidelake bench`: workload W (see `../shared/bench/README.md`) on tidelake and, in the same
+//! command, on pypaimon 2.1, with the ratios.
+//!
+//! Phases on tidelake: append ingest of N rows into an append table; N inserts then U upserts
+//! (half existing keys, half new) into a primary-key table `id BIGINT, k BIGINT, v DOUBLE,
+//! s STRING`, committed every `batch` rows; a full scan checked against the expected count and
+//! sum. pypaimon runs `peers_w.py --engine paimon` (insert, upsert, read) and
+//! `bench/pypaimon_append.py` (append ingest) on the same sizes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Float64Type, Schema};
+use tidelake::table::{SnapshotSelector, WriteOptions};
+use tidelake::{Catalog, Identifier, TableDefinition};
+
+use crate::anyhow_like::Result;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct BenchArgs {
+    #[arg(long, default_value_t = 5_000_000)]
+    rows: usize,
+    /// Upserts (default rows / 5).
+    #[arg(long)]
+    upserts: Option<usize>,
+    #[arg(long, default_value_t = 100_000)]
+    batch: usize,
+    #[arg(long, default_value_t = 2)]
+    buckets: usize,
+    /// Where the tables are written (deleted afterwards).
+    #[arg(long, default_value = "/tmp/tidelake-bench")]
+    dir: PathBuf,
+    /// Python interpreter with pypaimon 2.1 (scripts/setup-python.sh makes one).
+    #[arg(long, default_value = ".venv/bin/python")]
+    python: String,
+    /// The peers' script of workload W.
+    #[arg(long, default_value = "../shared/bench/peers_w.py")]
+    peers_script: PathBuf,
+    /// Skip the pypaimon side.
+    #[arg(long)]
+    no_peers: bool,
+}
+
+/// splitmix64: a small deterministic generator, enough for benchmark data.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("k", DataType::Int64, true),
+        Field::new("v", DataType::Float64, true),
+        Field::new("s", DataType::Utf8, true),
+    ]))
+}
+
+fn make_batch(rng: &mut Rng, ids: &[i64], truth: &mut [f64]) -> Result<RecordBatch> {
+    let v: Vec<f64> = ids.iter().map(|_| rng.unit()).collect();
+    for (id, x) in ids.iter().zip(&v) {
+        truth[*id as usize] = *x;
+    }
+    let k = Int64Array::from_iter_values(ids.iter().map(|_| rng.below(1_000_000) as i64));
+    let s = StringArray::from_iter_values(ids.iter().map(|_| format!("s-{:014}", rng.below(10_000_000_000_000))));
+    Ok(RecordBatch::try_new(
+        schema(),
+        vec![Arc::new(Int64Array::from(ids.to_vec())), Arc::new(k), Arc::new(Float64Array::from(v)), Arc::new(s)],
+    )?)
+}
+
+fn emit(engine: &str, phase: &str, fields: &[(&str, serde_json::Value)]) -> BTreeMap<String, serde_json::Value> {
+    let mut m = BTreeMap::new();
+    m.insert("engine".to_string(), serde_json::json!(engine));
+    m.insert("phase".to_string(), serde_json::json!(phase));
+    for (k, v) in fields {
+        m.insert(k.to_string(), v.clone());
+    }
+    println!("{}", serde_json::to_string(&m).unwrap_or_default());
+    m
+}
+
+pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
+    let n = args.rows;
+    let u = args.upserts.unwrap_or(n / 5);
+    let dir = args.dir.join(format!("tidelake-{}", std::process::id()));
+    let catalog = Catalog::open(dir.to_str().ok_or("bench dir is not UTF-8")?)?;
+    let mut ours: BTreeMap<String, f64> = BTreeMap::new();
+
+    // ---- append ingest ----
+    let append = catalog
+        .create_table(
+            &Identifier::new("bench", "append_w"),
+            &TableDefinition {
+                columns: TableDefinition::parse_columns("id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING")?,
+                ..Default::default()
+            },
+            false,
+        )
+        .await?;
+    let mut rng = Rng(42);
+    let mut truth = vec![0f64; n + u];
+    let ids: Vec<i64> = (0..n as i64).collect();
+    let (mut gen, t0) = (0f64, Instant::now());
+    for chunk in ids.chunks(args.batch) {
+        let g = Instant::now();
+        let b = make_batch(&mut rng, chunk, &mut truth)?;
+        gen += g.elapsed().as_secs_f64();
+        append.write_batches(&[b], WriteOptions::default(), None).await?;
+    }
+    let wall = t0.elapsed().as_secs_f64() - gen;
+    ours.insert("append".into(), n as f64 / wall);
+    emit("tidelake", "append", &[("rows", n.into()), ("wall_s", wall.into()), ("rows_per_s", (n as f64 / wall).round().into())]);
+
+    // ---- primary-key insert ----
+    let mut opts = BTreeMap::new();
+    opts.insert("bucket".to_string(), args.buckets.to_string());
+    let pk = catalog
+        .create_table(
+            &Identifier::new("bench", "pk_w"),
+            &TableDefinition {
+                columns: TableDefinition::parse_columns("id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING")?,
+                primary_keys: vec!["id".into()],
+                options: opts,
+                ..Default::default()
+            },
+            false,
+        )
+        .await?;
+    let mut perm: Vec<i64> = (0..n as i64).collect();
+    for i in (1..perm.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        perm.swap(i, j);
+    }
+    let (mut gen, t0) = (0f64, Instant::now());
+    for chunk in perm.chunks(args.batch) {
+        let g = Instant::now();
+        let b = make_batch(&mut rng, chunk, &mut truth)?;
+        gen += g.elapsed().as_secs_f64();
+        pk.write_batches(&[b], WriteOptions::default(), None).await?;
+    }
+    let wall = t0.elapsed().as_secs_f64() - gen;
+    ours.insert("insert".into(), n as f64 / wall);
+    emit("tidelake", "insert", &[("rows", n.into()), ("wall_s", wall.into()), ("rows_per_s", (n as f64 / wall).round().into())]);
+
+    // ---- upserts: half existing keys, half new ----
+    let mut next_new = n as i64;
+    let (mut gen, t0, mut done) = (0f64, Instant::now(), 0usize);
+    while done < u {
+        let g = Instant::now();
+        let m = args.batch.min(u - done);
+        let nu = m / 2;
+        let mut ids: Vec<i64> = (0..nu).map(|_| rng.below(next_new as u64) as i64).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        while ids.len() < nu {
+            ids.push(rng.below(next_new as u64) as i64);
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        ids.extend(next_new..next_new + (m - nu) as i64);
+        next_new += (m - nu) as i64;
+        for i in (1..ids.len()).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            ids.swap(i, j);
+        }
+        let b = make_batch(&mut rng, &ids, &mut truth)?;
+        gen += g.elapsed().as_secs_f64();
+        pk.write_batches(&[b], WriteOptions::default(), None).await?;
+        done += m;
+    }
+    let wall = t0.elapsed().as_secs_f64() - gen;
+    ours.insert("upsert".into(), u as f64 / wall);
+    emit("tidelake", "upsert", &[("rows", u.into()), ("wall_s", wall.into()), ("rows_per_s", (u as f64 / wall).round().into())]);
+
+    // ---- full scan ----
+    let t0 = Instant::now();
+    let batches = pk.read_all(SnapshotSelector::Latest, Some(&["id".to_string(), "v".to_string()])).await?;
+    let wall = t0.elapsed().as_secs_f64();
+    let count: usize = batches.iter().map(|b| b.num_rows()).sum();
+    let sum: f64 = batches.iter().map(|b| arrow::compute::sum(b.column(1).as_primitive::<Float64Type>()).unwrap_or(0.0)).sum();
+    let expected_sum: f64 = truth[..next_new as usize].iter().sum();
+    let count_ok = count == next_new as usize;
+    let sum_ok = (sum - expected_sum).abs() < 1e-6 * expected_sum.abs().max(1.0);
+    ours.insert("read".into(), count as f64 / wall);
+    emit("tidelake", "read", &[
+        ("rows", count.into()), ("wall_s", wall.into()), ("rows_per_s", (count as f64 / wall).round().into()),
+        ("count_ok", count_ok.into()), ("sum_ok", sum_ok.into()),
+    ]);
+    catalog.io().delete_dir("").await.ok();
+    if !count_ok || !sum_ok {
+        return Err(format!("tidelake read back {count} rows (expected {next_new}), sum ok: {sum_ok}").into());
+    }
+    if args.no_peers {
+        return Ok(());
+    }
+
+    // ---- pypaimon, same sizes ----
+    let mut theirs: BTreeMap<String, f64> = BTreeMap::new();
+    let peer = Command::new(&args.python)
+        .arg(&args.peers_script)
+        .args(["--engine", "paimon", "--rows", &n.to_string(), "--upserts", &u.to_string()])
+        .args(["--batch", &args.batch.to_string(), "--buckets", &args.buckets.to_string(), "--lookups", "10"])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", args.python))?;
+    if !peer.status.success() {
+        return Err(format!("pypaimon side failed: {}", String::from_utf8_lossy(&peer.stderr)).into());
+    }
+    for line in String::from_utf8_lossy(&peer.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        println!("{line}");
+        if let (Some(phase), Some(rate)) = (v["phase"].as_str(), v["rows_per_s"].as_f64()) {
+            theirs.insert(phase.to_string(), rate);
+        }
+    }
+    let append_script = PathBuf::from("bench/pypaimon_append.py");
+    let peer = Command::new(&args.python)
+        .arg(&append_script)
+        .args(["--rows", &n.to_string(), "--batch", &args.batch.to_string()])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", args.python))?;
+    if peer.status.success() {
+        for line in String::from_utf8_lossy(&peer.stdout).lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+            println!("{line}");
+            if let Some(rate) = v["rows_per_s"].as_f64() {
+                theirs.insert("append".into(), rate);
+            }
+        }
+    } else {
+        eprintln!("pypaimon append side failed: {}", String::from_utf8_lossy(&peer.stderr));
+    }
+    println!();
+    println!("{:<8} {:>16} {:>16} {:>8}", "phase", "tidelake rows/s", "pypaimon rows/s", "ratio");
+    for phase in ["append", "insert", "upsert", "read"] {
+        if let (Some(a), Some(b)) = (ours.get(phase), theirs.get(phase)) {
+            println!("{phase:<8} {a:>16.0} {b:>16.0} {:>7.1}x", a / b);
+        }
+    }
+    Ok(())
+}
