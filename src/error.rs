@@ -45,13 +45,6 @@ pub enum Error {
         #[snafu(implicit)]
         location: Location,
     },
-    #[snafu(display("{path}: invalid Avro: {source}"))]
-    Avro {
-        path: String,
-        source: Box<apache_avro::Error>,
-        #[snafu(implicit)]
-        location: Location,
-    },
     #[snafu(display("{path}: Parquet error: {source}"))]
     Parquet {
         path: String,
@@ -131,7 +124,7 @@ impl Error {
                 std::io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
                 _ => ErrorKind::Unavailable,
             },
-            Error::Json { .. } | Error::Avro { .. } | Error::Parquet { .. } | Error::Corrupt { .. } => {
+            Error::Json { .. } | Error::Parquet { .. } | Error::Corrupt { .. } => {
                 ErrorKind::Internal
             }
             Error::Arrow { .. } => ErrorKind::InvalidArgument,

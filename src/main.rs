@@ -12,10 +12,19 @@ use tidelake::table::{Overwrite, SnapshotSelector, WriteOptions};
 use tidelake::{Catalog, Identifier, TableDefinition};
 
 #[derive(Debug, Parser)]
-#[command(name = "tidelake", version, about = "Apache Paimon tables on a local warehouse")]
+#[command(
+    name = "tidelake",
+    version,
+    about = "Apache Paimon tables on a local warehouse"
+)]
 struct Args {
     /// Warehouse root: a directory (default ./warehouse) or memory://.
-    #[arg(long, global = true, env = "TIDELAKE_WAREHOUSE", default_value = "./warehouse")]
+    #[arg(
+        long,
+        global = true,
+        env = "TIDELAKE_WAREHOUSE",
+        default_value = "./warehouse"
+    )]
     warehouse: String,
     #[command(subcommand)]
     command: Command,
@@ -101,8 +110,14 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("TIDELAKE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -122,7 +137,9 @@ fn parse_pairs(pairs: &[String], what: &str) -> anyhow_like::Result<Vec<(String,
     pairs
         .iter()
         .map(|p| match p.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
             _ => Err(format!("{what} '{p}' must look like KEY=VALUE").into()),
         })
         .collect()
@@ -138,14 +155,24 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
     let open = move || Catalog::open(&warehouse);
     match args.command {
         Command::Bench(b) => return cli::bench::run(&b).await,
-        Command::CreateTable { table, schema, primary_key, partition_keys, options, comment, if_not_exists } => {
+        Command::CreateTable {
+            table,
+            schema,
+            primary_key,
+            partition_keys,
+            options,
+            comment,
+            if_not_exists,
+        } => {
             let catalog = open()?;
             let id = Identifier::parse(&table)?;
             let def = TableDefinition {
                 columns: TableDefinition::parse_columns(&schema)?,
                 primary_keys: primary_key,
                 partition_keys,
-                options: parse_pairs(&options, "option")?.into_iter().collect::<BTreeMap<_, _>>(),
+                options: parse_pairs(&options, "option")?
+                    .into_iter()
+                    .collect::<BTreeMap<_, _>>(),
                 comment,
             };
             catalog.create_table(&id, &def, if_not_exists).await?;
@@ -157,28 +184,49 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             catalog.drop_table(&id, if_exists).await?;
             println!("dropped {id}");
         }
-        Command::Load { table, file, format, row_kind_column, overwrite, partitions } => {
+        Command::Load {
+            table,
+            file,
+            format,
+            row_kind_column,
+            overwrite,
+            partitions,
+        } => {
             let catalog = open()?;
             let id = Identifier::parse(&table)?;
             let t = catalog.load_table(&id).await?;
-            let batches = cli::input::read_file(&file, format.as_deref(), &t, row_kind_column.as_deref())?;
+            let batches =
+                cli::input::read_file(&file, format.as_deref(), &t, row_kind_column.as_deref())?;
             let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
             let ow = if overwrite {
                 if partitions.is_empty() {
                     Some(Overwrite::Table)
                 } else {
-                    Some(Overwrite::Partitions(cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?))
+                    Some(Overwrite::Partitions(cli::input::typed_partition_values(
+                        &t,
+                        &parse_pairs(&partitions, "partition")?,
+                    )?))
                 }
             } else {
                 None
             };
-            let outcome = t.write_batches(&batches, WriteOptions { row_kind_column }, ow).await?;
+            let outcome = t
+                .write_batches(&batches, WriteOptions { row_kind_column }, ow)
+                .await?;
             match outcome.snapshot_id() {
                 Some(s) => println!("loaded {rows} rows into {id}: snapshot {s}"),
                 None => println!("nothing to load into {id}: the file has no rows"),
             }
         }
-        Command::Scan { table, snapshot_id, timestamp_millis, columns, partitions, format, limit } => {
+        Command::Scan {
+            table,
+            snapshot_id,
+            timestamp_millis,
+            columns,
+            partitions,
+            format,
+            limit,
+        } => {
             let catalog = open()?;
             let id = Identifier::parse(&table)?;
             let t = catalog.load_table(&id).await?;
@@ -187,9 +235,19 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 (None, Some(ts)) => SnapshotSelector::TimestampMillis(ts),
                 (None, None) => SnapshotSelector::Latest,
             };
-            let filter = cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?;
-            let plan = t.new_scan().snapshot(selector).partition_filter(filter).plan().await?;
-            let projection = if columns.is_empty() { None } else { Some(columns) };
+            let filter =
+                cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?;
+            let plan = t
+                .new_scan()
+                .snapshot(selector)
+                .partition_filter(filter)
+                .plan()
+                .await?;
+            let projection = if columns.is_empty() {
+                None
+            } else {
+                Some(columns)
+            };
             let read = t.new_read(projection.as_deref())?;
             let mut batches = read.collect(plan).await?;
             if let Some(limit) = limit {

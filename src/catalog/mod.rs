@@ -21,7 +21,10 @@ pub struct Identifier {
 
 impl Identifier {
     pub fn new(database: impl Into<String>, table: impl Into<String>) -> Self {
-        Self { database: database.into(), table: table.into() }
+        Self {
+            database: database.into(),
+            table: table.into(),
+        }
     }
 
     /// Parses `db.table`.
@@ -33,7 +36,10 @@ impl Identifier {
                 validate_name("table", &id.table)?;
                 Ok(id)
             }
-            _ => InvalidArgumentSnafu { message: format!("expected DATABASE.TABLE, got '{s}'") }.fail(),
+            _ => InvalidArgumentSnafu {
+                message: format!("expected DATABASE.TABLE, got '{s}'"),
+            }
+            .fail(),
         }
     }
 }
@@ -48,7 +54,9 @@ fn validate_name(what: &str, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('.')
-        && name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '-');
     if ok {
         Ok(())
     } else {
@@ -92,11 +100,16 @@ impl TableDefinition {
         for part in parts {
             let part = part.trim();
             let Some((name, ty)) = part.split_once(char::is_whitespace) else {
-                return InvalidArgumentSnafu { message: format!("column '{part}' needs a name and a type") }
-                    .fail();
+                return InvalidArgumentSnafu {
+                    message: format!("column '{part}' needs a name and a type"),
+                }
+                .fail();
             };
             let ty: DataType = ty.parse().map_err(|e| {
-                InvalidArgumentSnafu { message: format!("column '{name}': {e}") }.build()
+                InvalidArgumentSnafu {
+                    message: format!("column '{name}': {e}"),
+                }
+                .build()
             })?;
             columns.push((name.trim().to_string(), ty));
         }
@@ -111,7 +124,11 @@ impl TableDefinition {
         }
         let mut fields: Vec<DataField> = Vec::new();
         for (i, (name, ty)) in self.columns.iter().enumerate() {
-            if name.is_empty() || name.starts_with("_KEY_") || name.starts_with("_SEQUENCE_NUMBER") || name == "_VALUE_KIND" {
+            if name.is_empty()
+                || name.starts_with("_KEY_")
+                || name.starts_with("_SEQUENCE_NUMBER")
+                || name == "_VALUE_KIND"
+            {
                 return fail(format!("invalid column name '{name}' (reserved or empty)"));
             }
             if fields.iter().any(|f| f.name == *name) {
@@ -125,7 +142,10 @@ impl TableDefinition {
                 description: None,
             });
         }
-        for (what, keys) in [("primary key", &self.primary_keys), ("partition key", &self.partition_keys)] {
+        for (what, keys) in [
+            ("primary key", &self.primary_keys),
+            ("partition key", &self.partition_keys),
+        ] {
             for k in keys {
                 if !fields.iter().any(|f| f.name == *k) {
                     return fail(format!("{what} '{k}' is not a column"));
@@ -134,10 +154,16 @@ impl TableDefinition {
         }
         let opts = CoreOptions::new(&self.options);
         let pk = !self.primary_keys.is_empty();
-        let bucket = opts.bucket().map_err(|m| InvalidArgumentSnafu { message: m }.build())?;
-        opts.merge_engine().map_err(|m| InvalidArgumentSnafu { message: m }.build())?;
+        let bucket = opts
+            .bucket()
+            .map_err(|m| InvalidArgumentSnafu { message: m }.build())?;
+        opts.merge_engine()
+            .map_err(|m| InvalidArgumentSnafu { message: m }.build())?;
         if opts.file_format() != "parquet" {
-            return fail(format!("file.format '{}' is not supported; tidelake writes parquet", opts.file_format()));
+            return fail(format!(
+                "file.format '{}' is not supported; tidelake writes parquet",
+                opts.file_format()
+            ));
         }
         if pk {
             if bucket < 1 {
@@ -147,17 +173,32 @@ impl TableDefinition {
                         .into(),
                 );
             }
-            if let Some(p) = self.partition_keys.iter().find(|p| !self.primary_keys.contains(p)) {
-                return fail(format!("partition key '{p}' must be part of the primary key"));
+            if let Some(p) = self
+                .partition_keys
+                .iter()
+                .find(|p| !self.primary_keys.contains(p))
+            {
+                return fail(format!(
+                    "partition key '{p}' must be part of the primary key"
+                ));
             }
-            if self.primary_keys.iter().all(|k| self.partition_keys.contains(k)) {
-                return fail("the primary key must contain a column that is not a partition key".into());
+            if self
+                .primary_keys
+                .iter()
+                .all(|k| self.partition_keys.contains(k))
+            {
+                return fail(
+                    "the primary key must contain a column that is not a partition key".into(),
+                );
             }
         } else if bucket == -2 {
             return fail("bucket = -2 (postpone) is not supported yet".into());
         }
-        let trimmed: Vec<&String> =
-            self.primary_keys.iter().filter(|k| !self.partition_keys.contains(k)).collect();
+        let trimmed: Vec<&String> = self
+            .primary_keys
+            .iter()
+            .filter(|k| !self.partition_keys.contains(k))
+            .collect();
         match opts.bucket_key() {
             Some(keys) => {
                 for k in &keys {
@@ -254,7 +295,10 @@ impl Catalog {
             if ignore_if_exists {
                 return Ok(());
             }
-            return AlreadyExistsSnafu { message: format!("database '{db}' already exists") }.fail();
+            return AlreadyExistsSnafu {
+                message: format!("database '{db}' already exists"),
+            }
+            .fail();
         }
         let marker = format!("{}/.tidelake-database", Self::db_path(db));
         self.io.write(&marker, bytes::Bytes::new()).await
@@ -262,10 +306,16 @@ impl Catalog {
 
     pub async fn drop_database(&self, db: &str, cascade: bool) -> Result<()> {
         if !self.database_exists(db).await? {
-            return NotFoundSnafu { message: format!("database '{db}' does not exist") }.fail();
+            return NotFoundSnafu {
+                message: format!("database '{db}' does not exist"),
+            }
+            .fail();
         }
         if !cascade && !self.list_tables(db).await?.is_empty() {
-            return InvalidArgumentSnafu { message: format!("database '{db}' is not empty") }.fail();
+            return InvalidArgumentSnafu {
+                message: format!("database '{db}' is not empty"),
+            }
+            .fail();
         }
         self.io.delete_dir(&Self::db_path(db)).await
     }
@@ -299,7 +349,10 @@ impl Catalog {
             if ignore_if_exists {
                 return self.load_table(id).await;
             }
-            return AlreadyExistsSnafu { message: format!("table '{id}' already exists") }.fail();
+            return AlreadyExistsSnafu {
+                message: format!("table '{id}' already exists"),
+            }
+            .fail();
         }
         self.load_table(id).await
     }
@@ -309,17 +362,27 @@ impl Catalog {
         let sm = SchemaManager::new(self.io.clone(), path.clone());
         match sm.latest().await? {
             Some(schema) => Ok(Table::new(self.io.clone(), id.clone(), path, schema)),
-            None => NotFoundSnafu { message: format!("table '{id}' does not exist") }.fail(),
+            None => NotFoundSnafu {
+                message: format!("table '{id}' does not exist"),
+            }
+            .fail(),
         }
     }
 
     pub async fn drop_table(&self, id: &Identifier, ignore_if_missing: bool) -> Result<()> {
         let path = Self::table_path(id);
-        if SchemaManager::new(self.io.clone(), path.clone()).list_ids().await?.is_empty() {
+        if SchemaManager::new(self.io.clone(), path.clone())
+            .list_ids()
+            .await?
+            .is_empty()
+        {
             if ignore_if_missing {
                 return Ok(());
             }
-            return NotFoundSnafu { message: format!("table '{id}' does not exist") }.fail();
+            return NotFoundSnafu {
+                message: format!("table '{id}' does not exist"),
+            }
+            .fail();
         }
         self.io.delete_dir(&path).await
     }

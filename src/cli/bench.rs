@@ -79,14 +79,26 @@ fn make_batch(rng: &mut Rng, ids: &[i64], truth: &mut [f64]) -> Result<RecordBat
         truth[*id as usize] = *x;
     }
     let k = Int64Array::from_iter_values(ids.iter().map(|_| rng.below(1_000_000) as i64));
-    let s = StringArray::from_iter_values(ids.iter().map(|_| format!("s-{:014}", rng.below(10_000_000_000_000))));
+    let s = StringArray::from_iter_values(
+        ids.iter()
+            .map(|_| format!("s-{:014}", rng.below(10_000_000_000_000))),
+    );
     Ok(RecordBatch::try_new(
         schema(),
-        vec![Arc::new(Int64Array::from(ids.to_vec())), Arc::new(k), Arc::new(Float64Array::from(v)), Arc::new(s)],
+        vec![
+            Arc::new(Int64Array::from(ids.to_vec())),
+            Arc::new(k),
+            Arc::new(Float64Array::from(v)),
+            Arc::new(s),
+        ],
     )?)
 }
 
-fn emit(engine: &str, phase: &str, fields: &[(&str, serde_json::Value)]) -> BTreeMap<String, serde_json::Value> {
+fn emit(
+    engine: &str,
+    phase: &str,
+    fields: &[(&str, serde_json::Value)],
+) -> BTreeMap<String, serde_json::Value> {
     let mut m = BTreeMap::new();
     m.insert("engine".to_string(), serde_json::json!(engine));
     m.insert("phase".to_string(), serde_json::json!(phase));
@@ -109,7 +121,9 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         .create_table(
             &Identifier::new("bench", "append_w"),
             &TableDefinition {
-                columns: TableDefinition::parse_columns("id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING")?,
+                columns: TableDefinition::parse_columns(
+                    "id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING",
+                )?,
                 ..Default::default()
             },
             false,
@@ -123,11 +137,21 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         let g = Instant::now();
         let b = make_batch(&mut rng, chunk, &mut truth)?;
         gen += g.elapsed().as_secs_f64();
-        append.write_batches(&[b], WriteOptions::default(), None).await?;
+        append
+            .write_batches(&[b], WriteOptions::default(), None)
+            .await?;
     }
     let wall = t0.elapsed().as_secs_f64() - gen;
     ours.insert("append".into(), n as f64 / wall);
-    emit("tidelake", "append", &[("rows", n.into()), ("wall_s", wall.into()), ("rows_per_s", (n as f64 / wall).round().into())]);
+    emit(
+        "tidelake",
+        "append",
+        &[
+            ("rows", n.into()),
+            ("wall_s", wall.into()),
+            ("rows_per_s", (n as f64 / wall).round().into()),
+        ],
+    );
 
     // ---- primary-key insert ----
     let mut opts = BTreeMap::new();
@@ -136,7 +160,9 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         .create_table(
             &Identifier::new("bench", "pk_w"),
             &TableDefinition {
-                columns: TableDefinition::parse_columns("id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING")?,
+                columns: TableDefinition::parse_columns(
+                    "id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING",
+                )?,
                 primary_keys: vec!["id".into()],
                 options: opts,
                 ..Default::default()
@@ -154,11 +180,20 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         let g = Instant::now();
         let b = make_batch(&mut rng, chunk, &mut truth)?;
         gen += g.elapsed().as_secs_f64();
-        pk.write_batches(&[b], WriteOptions::default(), None).await?;
+        pk.write_batches(&[b], WriteOptions::default(), None)
+            .await?;
     }
     let wall = t0.elapsed().as_secs_f64() - gen;
     ours.insert("insert".into(), n as f64 / wall);
-    emit("tidelake", "insert", &[("rows", n.into()), ("wall_s", wall.into()), ("rows_per_s", (n as f64 / wall).round().into())]);
+    emit(
+        "tidelake",
+        "insert",
+        &[
+            ("rows", n.into()),
+            ("wall_s", wall.into()),
+            ("rows_per_s", (n as f64 / wall).round().into()),
+        ],
+    );
 
     // ---- upserts: half existing keys, half new ----
     let mut next_new = n as i64;
@@ -183,30 +218,57 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         }
         let b = make_batch(&mut rng, &ids, &mut truth)?;
         gen += g.elapsed().as_secs_f64();
-        pk.write_batches(&[b], WriteOptions::default(), None).await?;
+        pk.write_batches(&[b], WriteOptions::default(), None)
+            .await?;
         done += m;
     }
     let wall = t0.elapsed().as_secs_f64() - gen;
     ours.insert("upsert".into(), u as f64 / wall);
-    emit("tidelake", "upsert", &[("rows", u.into()), ("wall_s", wall.into()), ("rows_per_s", (u as f64 / wall).round().into())]);
+    emit(
+        "tidelake",
+        "upsert",
+        &[
+            ("rows", u.into()),
+            ("wall_s", wall.into()),
+            ("rows_per_s", (u as f64 / wall).round().into()),
+        ],
+    );
 
     // ---- full scan ----
     let t0 = Instant::now();
-    let batches = pk.read_all(SnapshotSelector::Latest, Some(&["id".to_string(), "v".to_string()])).await?;
+    let batches = pk
+        .read_all(
+            SnapshotSelector::Latest,
+            Some(&["id".to_string(), "v".to_string()]),
+        )
+        .await?;
     let wall = t0.elapsed().as_secs_f64();
     let count: usize = batches.iter().map(|b| b.num_rows()).sum();
-    let sum: f64 = batches.iter().map(|b| arrow::compute::sum(b.column(1).as_primitive::<Float64Type>()).unwrap_or(0.0)).sum();
+    let sum: f64 = batches
+        .iter()
+        .map(|b| arrow::compute::sum(b.column(1).as_primitive::<Float64Type>()).unwrap_or(0.0))
+        .sum();
     let expected_sum: f64 = truth[..next_new as usize].iter().sum();
     let count_ok = count == next_new as usize;
     let sum_ok = (sum - expected_sum).abs() < 1e-6 * expected_sum.abs().max(1.0);
     ours.insert("read".into(), count as f64 / wall);
-    emit("tidelake", "read", &[
-        ("rows", count.into()), ("wall_s", wall.into()), ("rows_per_s", (count as f64 / wall).round().into()),
-        ("count_ok", count_ok.into()), ("sum_ok", sum_ok.into()),
-    ]);
+    emit(
+        "tidelake",
+        "read",
+        &[
+            ("rows", count.into()),
+            ("wall_s", wall.into()),
+            ("rows_per_s", (count as f64 / wall).round().into()),
+            ("count_ok", count_ok.into()),
+            ("sum_ok", sum_ok.into()),
+        ],
+    );
     catalog.io().delete_dir("").await.ok();
     if !count_ok || !sum_ok {
-        return Err(format!("tidelake read back {count} rows (expected {next_new}), sum ok: {sum_ok}").into());
+        return Err(format!(
+            "tidelake read back {count} rows (expected {next_new}), sum ok: {sum_ok}"
+        )
+        .into());
     }
     if args.no_peers {
         return Ok(());
@@ -216,15 +278,35 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
     let mut theirs: BTreeMap<String, f64> = BTreeMap::new();
     let peer = Command::new(&args.python)
         .arg(&args.peers_script)
-        .args(["--engine", "paimon", "--rows", &n.to_string(), "--upserts", &u.to_string()])
-        .args(["--batch", &args.batch.to_string(), "--buckets", &args.buckets.to_string(), "--lookups", "10"])
+        .args([
+            "--engine",
+            "paimon",
+            "--rows",
+            &n.to_string(),
+            "--upserts",
+            &u.to_string(),
+        ])
+        .args([
+            "--batch",
+            &args.batch.to_string(),
+            "--buckets",
+            &args.buckets.to_string(),
+            "--lookups",
+            "10",
+        ])
         .output()
         .map_err(|e| format!("cannot run {}: {e}", args.python))?;
     if !peer.status.success() {
-        return Err(format!("pypaimon side failed: {}", String::from_utf8_lossy(&peer.stderr)).into());
+        return Err(format!(
+            "pypaimon side failed: {}",
+            String::from_utf8_lossy(&peer.stderr)
+        )
+        .into());
     }
     for line in String::from_utf8_lossy(&peer.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         println!("{line}");
         if let (Some(phase), Some(rate)) = (v["phase"].as_str(), v["rows_per_s"].as_f64()) {
             theirs.insert(phase.to_string(), rate);
@@ -238,17 +320,25 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         .map_err(|e| format!("cannot run {}: {e}", args.python))?;
     if peer.status.success() {
         for line in String::from_utf8_lossy(&peer.stdout).lines() {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
             println!("{line}");
             if let Some(rate) = v["rows_per_s"].as_f64() {
                 theirs.insert("append".into(), rate);
             }
         }
     } else {
-        eprintln!("pypaimon append side failed: {}", String::from_utf8_lossy(&peer.stderr));
+        eprintln!(
+            "pypaimon append side failed: {}",
+            String::from_utf8_lossy(&peer.stderr)
+        );
     }
     println!();
-    println!("{:<8} {:>16} {:>16} {:>8}", "phase", "tidelake rows/s", "pypaimon rows/s", "ratio");
+    println!(
+        "{:<8} {:>16} {:>16} {:>8}",
+        "phase", "tidelake rows/s", "pypaimon rows/s", "ratio"
+    );
     for phase in ["append", "insert", "upsert", "read"] {
         if let (Some(a), Some(b)) = (ours.get(phase), theirs.get(phase)) {
             println!("{phase:<8} {a:>16.0} {b:>16.0} {:>7.1}x", a / b);

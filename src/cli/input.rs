@@ -18,9 +18,18 @@ use crate::anyhow_like::Result;
 /// Reads `path` whole; every row is validated later by the table writer.
 // The CLI reads its input file synchronously before any async work starts on it.
 #[allow(clippy::disallowed_methods)]
-pub(crate) fn read_file(path: &Path, format: Option<&str>, table: &Table, row_kind: Option<&str>) -> Result<Vec<RecordBatch>> {
+pub(crate) fn read_file(
+    path: &Path,
+    format: Option<&str>,
+    table: &Table,
+    row_kind: Option<&str>,
+) -> Result<Vec<RecordBatch>> {
     let shown = path.display();
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
     let format = format.map(str::to_ascii_lowercase).unwrap_or(ext);
     let file = File::open(path).map_err(|e| format!("cannot open {shown}: {e}"))?;
     let table_schema = table.arrow_schema()?;
@@ -32,7 +41,13 @@ pub(crate) fn read_file(path: &Path, format: Option<&str>, table: &Table, row_ki
             } else {
                 match table_schema.field_with_name(n) {
                     Ok(f) => fields.push(f.as_ref().clone().with_nullable(true)),
-                    Err(_) => return Err(format!("{shown}: column '{n}' is not a column of table {}", table.identifier()).into()),
+                    Err(_) => {
+                        return Err(format!(
+                            "{shown}: column '{n}' is not a column of table {}",
+                            table.identifier()
+                        )
+                        .into())
+                    }
                 }
             }
         }
@@ -44,23 +59,35 @@ pub(crate) fn read_file(path: &Path, format: Option<&str>, table: &Table, row_ki
                 .map_err(|e| format!("{shown}: not a readable Parquet file: {e}"))?
                 .build()
                 .map_err(|e| format!("{shown}: {e}"))?;
-            reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| format!("{shown}: {e}"))?
+            reader
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| format!("{shown}: {e}"))?
         }
         "csv" => {
             let mut header = String::new();
             BufReader::new(File::open(path).map_err(|e| format!("cannot open {shown}: {e}"))?)
                 .read_line(&mut header)
                 .map_err(|e| format!("{shown}: {e}"))?;
-            let names: Vec<String> = header.trim_end().split(',').map(|s| s.trim().trim_matches('"').to_string()).collect();
+            let names: Vec<String> = header
+                .trim_end()
+                .split(',')
+                .map(|s| s.trim().trim_matches('"').to_string())
+                .collect();
             let schema = schema_for(&names)?;
             let reader = arrow::csv::ReaderBuilder::new(schema)
                 .with_header(true)
                 .build(file)
                 .map_err(|e| format!("{shown}: {e}"))?;
-            reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| format!("{shown}: {e}"))?
+            reader
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| format!("{shown}: {e}"))?
         }
         "json" | "jsonl" | "ndjson" => {
-            let mut names: Vec<String> = table_schema.fields().iter().map(|f| f.name().clone()).collect();
+            let mut names: Vec<String> = table_schema
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
             if let Some(k) = row_kind {
                 names.push(k.to_string());
             }
@@ -69,24 +96,41 @@ pub(crate) fn read_file(path: &Path, format: Option<&str>, table: &Table, row_ki
                 .with_strict_mode(true)
                 .build(BufReader::new(file))
                 .map_err(|e| format!("{shown}: {e}"))?;
-            reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| format!("{shown}: {e}"))?
+            reader
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| format!("{shown}: {e}"))?
         }
-        other => return Err(format!("{shown}: unknown input format '{other}' (use parquet, csv or jsonl)").into()),
+        other => {
+            return Err(format!(
+                "{shown}: unknown input format '{other}' (use parquet, csv or jsonl)"
+            )
+            .into())
+        }
     };
     Ok(batches)
 }
 
 /// Types `KEY=VALUE` partition arguments with the partition columns' types.
-pub(crate) fn typed_partition_values(table: &Table, pairs: &[(String, String)]) -> Result<Vec<(String, Datum)>> {
+pub(crate) fn typed_partition_values(
+    table: &Table,
+    pairs: &[(String, String)],
+) -> Result<Vec<(String, Datum)>> {
     let schema = table.schema();
     pairs
         .iter()
         .map(|(k, v)| {
             if !schema.partition_keys.contains(k) {
-                return Err(format!("'{k}' is not a partition key of table {}", table.identifier()).into());
+                return Err(format!(
+                    "'{k}' is not a partition key of table {}",
+                    table.identifier()
+                )
+                .into());
             }
             let field = schema.field(k).ok_or_else(|| format!("no column '{k}'"))?;
-            Ok((k.clone(), parse_datum(v, &field.data_type).map_err(|e| format!("partition {k}: {e}"))?))
+            Ok((
+                k.clone(),
+                parse_datum(v, &field.data_type).map_err(|e| format!("partition {k}: {e}"))?,
+            ))
         })
         .collect()
 }
@@ -106,12 +150,20 @@ fn parse_datum(s: &str, ty: &DataType) -> std::result::Result<Datum, String> {
             let d = chrono_date(s).ok_or_else(bad)?;
             Datum::Date(d)
         }
-        _ => return Err(format!("partition values of type {ty} cannot be given on the command line yet")),
+        _ => {
+            return Err(format!(
+                "partition values of type {ty} cannot be given on the command line yet"
+            ))
+        }
     })
 }
 
 fn chrono_date(s: &str) -> Option<i32> {
-    let arr = arrow::compute::cast(&arrow::array::StringArray::from(vec![s]), &ArrowType::Date32).ok()?;
+    let arr = arrow::compute::cast(
+        &arrow::array::StringArray::from(vec![s]),
+        &ArrowType::Date32,
+    )
+    .ok()?;
     let d = arr.as_any().downcast_ref::<arrow::array::Date32Array>()?;
     (d.null_count() == 0).then(|| d.value(0))
 }

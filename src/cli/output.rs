@@ -22,12 +22,16 @@ pub(crate) fn limit(batches: Vec<RecordBatch>, limit: usize) -> Vec<RecordBatch>
     out
 }
 
-pub(crate) fn print(schema: &SchemaRef, batches: &[RecordBatch], format: OutputFormat) -> Result<()> {
+pub(crate) fn print(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    format: OutputFormat,
+) -> Result<()> {
     let stdout = std::io::stdout();
     match format {
         OutputFormat::Table => {
             if batches.is_empty() {
-                let empty = RecordBatch::new_empty(schema.clone());
+                let empty = RecordBatch::new_empty(std::sync::Arc::clone(schema));
                 println!("{}", arrow::util::pretty::pretty_format_batches(&[empty])?);
             } else {
                 println!("{}", arrow::util::pretty::pretty_format_batches(batches)?);
@@ -41,9 +45,11 @@ pub(crate) fn print(schema: &SchemaRef, batches: &[RecordBatch], format: OutputF
             w.finish()?;
         }
         OutputFormat::Csv => {
-            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(stdout.lock());
+            let mut w = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(stdout.lock());
             if batches.is_empty() {
-                w.write(&RecordBatch::new_empty(schema.clone()))?;
+                w.write(&RecordBatch::new_empty(std::sync::Arc::clone(schema)))?;
             }
             for b in batches {
                 w.write(b)?;
@@ -55,7 +61,10 @@ pub(crate) fn print(schema: &SchemaRef, batches: &[RecordBatch], format: OutputF
 
 pub(crate) async fn print_snapshots(table: &Table) -> Result<()> {
     let sm = table.snapshot_manager();
-    println!("{:>6}  {:<9}  {:<24}  {:>12}  {:>12}  commit user", "id", "kind", "time (UTC)", "total rows", "delta rows");
+    println!(
+        "{:>6}  {:<9}  {:<24}  {:>12}  {:>12}  commit user",
+        "id", "kind", "time (UTC)", "total rows", "delta rows"
+    );
     for id in sm.list_ids().await? {
         let s = sm.snapshot(id).await?;
         let time = arrow::temporal_conversions::timestamp_ms_to_datetime(s.time_millis)
@@ -66,8 +75,12 @@ pub(crate) async fn print_snapshots(table: &Table) -> Result<()> {
             s.id,
             s.commit_kind.to_string(),
             time,
-            s.total_record_count.map(|v| v.to_string()).unwrap_or_default(),
-            s.delta_record_count.map(|v| v.to_string()).unwrap_or_default(),
+            s.total_record_count
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            s.delta_record_count
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
             s.commit_user
         );
     }

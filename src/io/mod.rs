@@ -49,28 +49,45 @@ impl FileIo {
     /// for a local directory (created if missing).
     pub fn open(uri: &str) -> Result<Self> {
         if uri == "memory://" || uri == "memory:" {
-            return Ok(Self { store: Arc::new(InMemory::new()), local_root: None, uri: uri.into() });
+            return Ok(Self {
+                store: Arc::new(InMemory::new()),
+                local_root: None,
+                uri: uri.into(),
+            });
         }
         let path = if let Some(rest) = uri.strip_prefix("file://") {
             PathBuf::from(rest)
         } else if uri.contains("://") {
             return InvalidArgumentSnafu {
-                message: format!("unsupported warehouse URI '{uri}' (use a directory or memory://)"),
+                message: format!(
+                    "unsupported warehouse URI '{uri}' (use a directory or memory://)"
+                ),
             }
             .fail();
         } else {
             PathBuf::from(uri)
         };
         create_dir_all(&path)?;
-        let root = path.canonicalize().context(LocalIoSnafu { path: path.display().to_string() })?;
-        let store = LocalFileSystem::new_with_prefix(&root)
-            .context(StorageSnafu { path: root.display().to_string() })?;
-        Ok(Self { store: Arc::new(store), uri: root.display().to_string(), local_root: Some(root) })
+        let root = path.canonicalize().context(LocalIoSnafu {
+            path: path.display().to_string(),
+        })?;
+        let store = LocalFileSystem::new_with_prefix(&root).context(StorageSnafu {
+            path: root.display().to_string(),
+        })?;
+        Ok(Self {
+            store: Arc::new(store),
+            uri: root.display().to_string(),
+            local_root: Some(root),
+        })
     }
 
     /// A fresh in-memory warehouse (tests).
     pub fn memory() -> Self {
-        Self { store: Arc::new(InMemory::new()), local_root: None, uri: "memory://".into() }
+        Self {
+            store: Arc::new(InMemory::new()),
+            local_root: None,
+            uri: "memory://".into(),
+        }
     }
 
     /// The warehouse location as given (absolute for local directories).
@@ -80,7 +97,10 @@ impl FileIo {
 
     fn store_path(path: &str) -> Result<StorePath> {
         StorePath::parse(path).map_err(|e| {
-            InvalidArgumentSnafu { message: format!("invalid storage path '{path}': {e}") }.build()
+            InvalidArgumentSnafu {
+                message: format!("invalid storage path '{path}': {e}"),
+            }
+            .build()
         })
     }
 
@@ -117,17 +137,27 @@ impl FileIo {
             return tokio::task::spawn_blocking(move || durable_local_put(&target, &data, create))
                 .await
                 .map_err(|e| {
-                    crate::error::InternalSnafu { message: format!("write task of {path}: {e}") }
-                        .build()
+                    crate::error::InternalSnafu {
+                        message: format!("write task of {path}: {e}"),
+                    }
+                    .build()
                 })?
                 .context(LocalIoSnafu { path });
         }
         let p = Self::store_path(path)?;
         let opts = PutOptions {
-            mode: if create { PutMode::Create } else { PutMode::Overwrite },
+            mode: if create {
+                PutMode::Create
+            } else {
+                PutMode::Overwrite
+            },
             ..Default::default()
         };
-        match self.store.put_opts(&p, PutPayload::from_bytes(data), opts).await {
+        match self
+            .store
+            .put_opts(&p, PutPayload::from_bytes(data), opts)
+            .await
+        {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) if create => Ok(false),
             Err(e) => Err(e).context(StorageSnafu { path }),
@@ -155,7 +185,11 @@ impl FileIo {
 
     /// Names of the directories directly inside `dir`.
     pub async fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
-        let p = if dir.is_empty() { None } else { Some(Self::store_path(dir)?) };
+        let p = if dir.is_empty() {
+            None
+        } else {
+            Some(Self::store_path(dir)?)
+        };
         let res = match self.store.list_with_delimiter(p.as_ref()).await {
             Ok(r) => r,
             Err(object_store::Error::NotFound { .. }) => return Ok(vec![]),
@@ -206,8 +240,10 @@ impl FileIo {
             tokio::task::spawn_blocking(move || remove_dir_all_if_exists(&target))
                 .await
                 .map_err(|e| {
-                    crate::error::InternalSnafu { message: format!("delete task of {path}: {e}") }
-                        .build()
+                    crate::error::InternalSnafu {
+                        message: format!("delete task of {path}: {e}"),
+                    }
+                    .build()
                 })?
                 .context(LocalIoSnafu { path: dir })?;
         }
@@ -219,7 +255,9 @@ impl FileIo {
 // start-up in `open`.
 #[allow(clippy::disallowed_methods)]
 fn create_dir_all(path: &std::path::Path) -> Result<()> {
-    std::fs::create_dir_all(path).context(LocalIoSnafu { path: path.display().to_string() })
+    std::fs::create_dir_all(path).context(LocalIoSnafu {
+        path: path.display().to_string(),
+    })
 }
 
 #[allow(clippy::disallowed_methods)]
@@ -233,12 +271,17 @@ fn remove_dir_all_if_exists(path: &std::path::Path) -> std::io::Result<()> {
 #[allow(clippy::disallowed_methods)]
 fn durable_local_put(target: &std::path::Path, data: &[u8], create: bool) -> std::io::Result<bool> {
     use std::io::Write;
-    let dir = target.parent().ok_or_else(|| std::io::Error::other("path has no parent"))?;
+    let dir = target
+        .parent()
+        .ok_or_else(|| std::io::Error::other("path has no parent"))?;
     std::fs::create_dir_all(dir)?;
     if create && target.exists() {
         return Ok(false);
     }
-    let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file");
     let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -269,14 +312,35 @@ mod tests {
     #[tokio::test]
     async fn write_if_absent_is_write_once() {
         let dir = tempfile::tempdir().unwrap();
-        for io in [FileIo::memory(), FileIo::open(dir.path().to_str().unwrap()).unwrap()] {
-            assert!(io.write_if_absent("t/snapshot/snapshot-1", Bytes::from("a")).await.unwrap());
-            assert!(!io.write_if_absent("t/snapshot/snapshot-1", Bytes::from("b")).await.unwrap());
-            assert_eq!(io.read("t/snapshot/snapshot-1").await.unwrap(), Bytes::from("a"));
-            io.write("t/snapshot/LATEST", Bytes::from("1")).await.unwrap();
-            io.write("t/snapshot/LATEST", Bytes::from("2")).await.unwrap();
-            let mut names: Vec<_> =
-                io.list("t/snapshot").await.unwrap().iter().map(|f| f.name().to_string()).collect();
+        for io in [
+            FileIo::memory(),
+            FileIo::open(dir.path().to_str().unwrap()).unwrap(),
+        ] {
+            assert!(io
+                .write_if_absent("t/snapshot/snapshot-1", Bytes::from("a"))
+                .await
+                .unwrap());
+            assert!(!io
+                .write_if_absent("t/snapshot/snapshot-1", Bytes::from("b"))
+                .await
+                .unwrap());
+            assert_eq!(
+                io.read("t/snapshot/snapshot-1").await.unwrap(),
+                Bytes::from("a")
+            );
+            io.write("t/snapshot/LATEST", Bytes::from("1"))
+                .await
+                .unwrap();
+            io.write("t/snapshot/LATEST", Bytes::from("2"))
+                .await
+                .unwrap();
+            let mut names: Vec<_> = io
+                .list("t/snapshot")
+                .await
+                .unwrap()
+                .iter()
+                .map(|f| f.name().to_string())
+                .collect();
             names.sort();
             assert_eq!(names, vec!["LATEST", "snapshot-1"]);
             assert_eq!(io.list_dirs("").await.unwrap(), vec!["t"]);

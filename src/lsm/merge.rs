@@ -29,20 +29,34 @@ pub struct MergeSpec {
 }
 
 fn rows_of(batch: &RecordBatch, cols: &[usize], what: &str) -> Result<Rows> {
-    let fields = cols.iter().map(|&c| SortField::new(batch.column(c).data_type().clone())).collect();
-    let conv = RowConverter::new(fields).context(ArrowSnafu { context: format!("{what} row encoding") })?;
-    let arrays: Vec<_> = cols.iter().map(|&c| std::sync::Arc::clone(batch.column(c))).collect();
-    conv.convert_columns(&arrays).context(ArrowSnafu { context: format!("{what} row encoding") })
+    let fields = cols
+        .iter()
+        .map(|&c| SortField::new(batch.column(c).data_type().clone()))
+        .collect();
+    let conv = RowConverter::new(fields).context(ArrowSnafu {
+        context: format!("{what} row encoding"),
+    })?;
+    let arrays: Vec<_> = cols
+        .iter()
+        .map(|&c| std::sync::Arc::clone(batch.column(c)))
+        .collect();
+    conv.convert_columns(&arrays).context(ArrowSnafu {
+        context: format!("{what} row encoding"),
+    })
 }
 
 /// Merges `runs` (any number of batches, in any order, each in data-file layout) into one batch
 /// sorted by key with one record per surviving key.
 pub fn merge_runs(runs: &[RecordBatch], spec: &MergeSpec) -> Result<Option<RecordBatch>> {
-    let Some(first) = runs.first() else { return Ok(None) };
+    let Some(first) = runs.first() else {
+        return Ok(None);
+    };
     let batch = if runs.len() == 1 {
         first.clone()
     } else {
-        concat_batches(&first.schema(), runs).context(ArrowSnafu { context: "concatenating sorted runs" })?
+        concat_batches(&first.schema(), runs).context(ArrowSnafu {
+            context: "concatenating sorted runs",
+        })?
     };
     if batch.num_rows() == 0 {
         return Ok(None);
@@ -100,7 +114,9 @@ pub fn merge_runs(runs: &[RecordBatch], spec: &MergeSpec) -> Result<Option<Recor
         return Ok(None);
     }
     let indices = UInt32Array::from(out);
-    let merged = take_record_batch(&batch, &indices).context(ArrowSnafu { context: "selecting merged rows" })?;
+    let merged = take_record_batch(&batch, &indices).context(ArrowSnafu {
+        context: "selecting merged rows",
+    })?;
     Ok(Some(merged))
 }
 
@@ -134,24 +150,46 @@ mod tests {
         let Some(b) = b else { return vec![] };
         let k = b.column(0).as_primitive::<Int64Type>();
         let v = b.column(3).as_string::<i32>();
-        (0..b.num_rows()).map(|i| (k.value(i), v.value(i).to_string())).collect()
+        (0..b.num_rows())
+            .map(|i| (k.value(i), v.value(i).to_string()))
+            .collect()
     }
 
     #[test]
     fn deduplicate_keeps_last_and_drops_deleted_keys() {
-        let spec = MergeSpec { key_count: 1, sequence_columns: vec![], engine: MergeEngine::Deduplicate, keep_retracts: false };
+        let spec = MergeSpec {
+            key_count: 1,
+            sequence_columns: vec![],
+            engine: MergeEngine::Deduplicate,
+            keep_retracts: false,
+        };
         let a = run(&[(1, 0, 0, "a"), (2, 1, 0, "b"), (3, 2, 0, "c")]);
         let b = run(&[(2, 4, 3, "b"), (1, 3, 2, "a2"), (4, 5, 0, "d")]);
         let merged = merge_runs(&[b.clone(), a.clone()], &spec).unwrap();
-        assert_eq!(values(&merged), vec![(1, "a2".into()), (3, "c".into()), (4, "d".into())]);
-        let keep = MergeSpec { keep_retracts: true, ..spec };
+        assert_eq!(
+            values(&merged),
+            vec![(1, "a2".into()), (3, "c".into()), (4, "d".into())]
+        );
+        let keep = MergeSpec {
+            keep_retracts: true,
+            ..spec
+        };
         assert_eq!(values(&merge_runs(&[a, b], &keep).unwrap()).len(), 4);
     }
 
     #[test]
     fn first_row_keeps_first() {
-        let spec = MergeSpec { key_count: 1, sequence_columns: vec![], engine: MergeEngine::FirstRow, keep_retracts: false };
-        let merged = merge_runs(&[run(&[(1, 5, 0, "late")]), run(&[(1, 1, 0, "early")])], &spec).unwrap();
+        let spec = MergeSpec {
+            key_count: 1,
+            sequence_columns: vec![],
+            engine: MergeEngine::FirstRow,
+            keep_retracts: false,
+        };
+        let merged = merge_runs(
+            &[run(&[(1, 5, 0, "late")]), run(&[(1, 1, 0, "early")])],
+            &spec,
+        )
+        .unwrap();
         assert_eq!(values(&merged), vec![(1, "early".into())]);
     }
 }

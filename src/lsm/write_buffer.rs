@@ -24,8 +24,23 @@ pub struct WriteBuffer {
 impl WriteBuffer {
     /// `key_indices` are the positions of the trimmed primary key among the value columns;
     /// `next_sequence` continues after the highest sequence number already in the bucket.
-    pub fn new(file_schema: SchemaRef, key_indices: Vec<usize>, spec: MergeSpec, next_sequence: i64) -> Self {
-        Self { file_schema, key_indices, spec: MergeSpec { keep_retracts: true, ..spec }, batches: vec![], rows: 0, next_sequence }
+    pub fn new(
+        file_schema: SchemaRef,
+        key_indices: Vec<usize>,
+        spec: MergeSpec,
+        next_sequence: i64,
+    ) -> Self {
+        Self {
+            file_schema,
+            key_indices,
+            spec: MergeSpec {
+                keep_retracts: true,
+                ..spec
+            },
+            batches: vec![],
+            rows: 0,
+            next_sequence,
+        }
     }
 
     pub fn buffered_rows(&self) -> usize {
@@ -44,13 +59,18 @@ impl WriteBuffer {
             return Ok(());
         }
         let seq = Int64Array::from_iter_values(self.next_sequence..self.next_sequence + n as i64);
-        let mut columns: Vec<ArrayRef> =
-            self.key_indices.iter().map(|&i| Arc::clone(values.column(i))).collect();
+        let mut columns: Vec<ArrayRef> = self
+            .key_indices
+            .iter()
+            .map(|&i| Arc::clone(values.column(i)))
+            .collect();
         columns.push(Arc::new(seq));
         columns.push(Arc::new(kinds));
         columns.extend(values.columns().iter().cloned());
-        let batch = RecordBatch::try_new(Arc::clone(&self.file_schema), columns)
-            .context(ArrowSnafu { context: "building write-buffer batch" })?;
+        let batch =
+            RecordBatch::try_new(Arc::clone(&self.file_schema), columns).context(ArrowSnafu {
+                context: "building write-buffer batch",
+            })?;
         self.batches.push(batch);
         self.rows += n;
         self.next_sequence += n as i64;

@@ -7,16 +7,14 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use apache_avro::{Codec, Reader, Writer};
 use bytes::Bytes;
-use snafu::ResultExt;
 
-use crate::error::{AvroSnafu, CorruptSnafu, ErrorKind, NotFoundSnafu, Result};
+use crate::error::{CorruptSnafu, ErrorKind, InternalSnafu, NotFoundSnafu, Result};
 use crate::io::FileIo;
 use crate::spec::binary_row::{self, Datum};
 use crate::spec::manifest::{
-    manifest_entry_schema, manifest_file_meta_schema, FileIdentifier, FileKind, ManifestEntry,
-    ManifestFileMeta, SimpleStats,
+    decode_manifest, decode_manifest_list, encode_manifest, encode_manifest_list, FileIdentifier,
+    FileKind, ManifestEntry, ManifestFileMeta, SimpleStats,
 };
 use crate::spec::{DataType, Snapshot};
 
@@ -29,7 +27,10 @@ pub struct FileNamer {
 
 impl Default for FileNamer {
     fn default() -> Self {
-        Self { uuid: uuid::Uuid::new_v4().to_string(), counter: AtomicU64::new(0) }
+        Self {
+            uuid: uuid::Uuid::new_v4().to_string(),
+            counter: AtomicU64::new(0),
+        }
     }
 }
 
@@ -48,44 +49,36 @@ pub struct ManifestManager {
 
 impl ManifestManager {
     pub fn new(io: FileIo, table_path: impl Into<String>) -> Self {
-        Self { io, table_path: table_path.into() }
+        Self {
+            io,
+            table_path: table_path.into(),
+        }
     }
 
     pub fn path(&self, name: &str) -> String {
         format!("{}/manifest/{name}", self.table_path)
     }
 
-    async fn read_avro(&self, name: &str) -> Result<(String, Vec<apache_avro::types::Value>)> {
+    async fn read_file(&self, name: &str) -> Result<(String, Bytes)> {
         let path = self.path(name);
-        let bytes = match self.io.read(&path).await {
-            Ok(b) => b,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return NotFoundSnafu { message: format!("manifest file {path} is missing") }.fail()
+        match self.io.read(&path).await {
+            Ok(b) => Ok((path, b)),
+            Err(e) if e.kind() == ErrorKind::NotFound => NotFoundSnafu {
+                message: format!("manifest file {path} is missing"),
             }
-            Err(e) => return Err(e),
-        };
-        let reader = Reader::new(&bytes[..]).map_err(Box::new).context(AvroSnafu { path: &path })?;
-        let values = reader
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(Box::new)
-            .context(AvroSnafu { path: &path })?;
-        Ok((path, values))
+            .fail(),
+            Err(e) => Err(e),
+        }
     }
 
     pub async fn read_manifest_list(&self, name: &str) -> Result<Vec<ManifestFileMeta>> {
-        let (path, values) = self.read_avro(name).await?;
-        values
-            .iter()
-            .map(|v| ManifestFileMeta::from_avro(v).map_err(|message| CorruptSnafu { path: &path, message }.build()))
-            .collect()
+        let (path, bytes) = self.read_file(name).await?;
+        decode_manifest_list(&bytes).map_err(|message| CorruptSnafu { path, message }.build())
     }
 
     pub async fn read_manifest(&self, name: &str) -> Result<Vec<ManifestEntry>> {
-        let (path, values) = self.read_avro(name).await?;
-        values
-            .iter()
-            .map(|v| ManifestEntry::from_avro(v).map_err(|message| CorruptSnafu { path: &path, message }.build()))
-            .collect()
+        let (path, bytes) = self.read_file(name).await?;
+        decode_manifest(&bytes).map_err(|message| CorruptSnafu { path, message }.build())
     }
 
     /// Entries of every manifest in the list, in list order.
@@ -116,13 +109,12 @@ impl ManifestManager {
     ) -> Result<ManifestFileMeta> {
         let name = namer.next("manifest-", "");
         let path = self.path(&name);
-        let mut w = Writer::with_codec(manifest_entry_schema(), Vec::new(), zstd_codec())
-            .map_err(Box::new)
-            .context(AvroSnafu { path: &path })?;
-        for e in entries {
-            w.append_value(e.to_avro()).map_err(Box::new).context(AvroSnafu { path: &path })?;
-        }
-        let bytes = w.into_inner().map_err(Box::new).context(AvroSnafu { path: &path })?;
+        let bytes = encode_manifest(entries).map_err(|message| {
+            InternalSnafu {
+                message: format!("encoding {path}: {message}"),
+            }
+            .build()
+        })?;
         let size = bytes.len() as i64;
         self.io.write(&path, Bytes::from(bytes)).await?;
         let added = entries.iter().filter(|e| e.kind == FileKind::Add).count() as i64;
@@ -148,22 +140,16 @@ impl ManifestManager {
     ) -> Result<(String, i64)> {
         let name = namer.next("manifest-list-", "");
         let path = self.path(&name);
-        let mut w = Writer::with_codec(manifest_file_meta_schema(), Vec::new(), zstd_codec())
-            .map_err(Box::new)
-            .context(AvroSnafu { path: &path })?;
-        for m in metas {
-            w.append_value(m.to_avro()).map_err(Box::new).context(AvroSnafu { path: &path })?;
-        }
-        let bytes = w.into_inner().map_err(Box::new).context(AvroSnafu { path: &path })?;
+        let bytes = encode_manifest_list(metas).map_err(|message| {
+            InternalSnafu {
+                message: format!("encoding {path}: {message}"),
+            }
+            .build()
+        })?;
         let size = bytes.len() as i64;
         self.io.write(&path, Bytes::from(bytes)).await?;
         Ok((name, size))
     }
-}
-
-fn zstd_codec() -> Codec {
-    // Paimon's default manifest.compression is zstd at level 1.
-    Codec::Zstandard(apache_avro::ZstandardSettings::new(1))
 }
 
 /// Applies ADD/DELETE entries in order and returns the files that remain (in first-ADD order).
@@ -188,7 +174,11 @@ pub fn fold_entries(entries: impl IntoIterator<Item = ManifestEntry>) -> Vec<Man
 }
 
 /// Min/max over the partitions of `entries`, field by field, with null counts.
-fn partition_stats(entries: &[ManifestEntry], types: &[DataType], path: &str) -> Result<SimpleStats> {
+fn partition_stats(
+    entries: &[ManifestEntry],
+    types: &[DataType],
+    path: &str,
+) -> Result<SimpleStats> {
     if types.is_empty() || entries.is_empty() {
         let mut s = SimpleStats::empty();
         if !types.is_empty() {
@@ -204,8 +194,13 @@ fn partition_stats(entries: &[ManifestEntry], types: &[DataType], path: &str) ->
     let mut maxs: Vec<Datum> = vec![Datum::Null; types.len()];
     let mut nulls = vec![0i64; types.len()];
     for e in entries {
-        let values = binary_row::deserialize(&e.partition, types)
-            .map_err(|err| CorruptSnafu { path, message: format!("partition row: {err}") }.build())?;
+        let values = binary_row::deserialize(&e.partition, types).map_err(|err| {
+            CorruptSnafu {
+                path,
+                message: format!("partition row: {err}"),
+            }
+            .build()
+        })?;
         for (i, v) in values.into_iter().enumerate() {
             if v.is_null() {
                 nulls[i] += 1;

@@ -16,7 +16,10 @@ pub struct SchemaManager {
 
 impl SchemaManager {
     pub fn new(io: FileIo, table_path: impl Into<String>) -> Self {
-        Self { io, table_path: table_path.into() }
+        Self {
+            io,
+            table_path: table_path.into(),
+        }
     }
 
     fn dir(&self) -> String {
@@ -53,13 +56,21 @@ impl SchemaManager {
         let bytes = match self.io.read(&path).await {
             Ok(b) => b,
             Err(e) if e.kind() == crate::error::ErrorKind::NotFound => {
-                return NotFoundSnafu { message: format!("schema {id} not found at {path}") }.fail()
+                return NotFoundSnafu {
+                    message: format!("schema {id} not found at {path}"),
+                }
+                .fail()
             }
             Err(e) => return Err(e),
         };
-        let schema: TableSchema = serde_json::from_slice(&bytes).context(JsonSnafu { path: &path })?;
+        let schema: TableSchema =
+            serde_json::from_slice(&bytes).context(JsonSnafu { path: &path })?;
         if schema.id != id {
-            return CorruptSnafu { path, message: format!("contains schema id {}", schema.id) }.fail();
+            return CorruptSnafu {
+                path,
+                message: format!("contains schema id {}", schema.id),
+            }
+            .fail();
         }
         Ok(schema)
     }

@@ -20,7 +20,10 @@ pub struct SnapshotManager {
 
 impl SnapshotManager {
     pub fn new(io: FileIo, table_path: impl Into<String>) -> Self {
-        Self { io, table_path: table_path.into() }
+        Self {
+            io,
+            table_path: table_path.into(),
+        }
     }
 
     fn dir(&self) -> String {
@@ -46,7 +49,12 @@ impl SnapshotManager {
 
     async fn read_hint(&self, name: &str) -> Option<i64> {
         let bytes = self.io.read(&format!("{}/{name}", self.dir())).await.ok()?;
-        std::str::from_utf8(&bytes).ok()?.trim().parse().ok().filter(|v| *v > 0)
+        std::str::from_utf8(&bytes)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+            .filter(|v| *v > 0)
     }
 
     /// The newest snapshot id, or `None` for a table without snapshots.
@@ -91,7 +99,10 @@ impl SnapshotManager {
                     (Some(a), Some(b)) => format!("snapshots {a}..={b} exist"),
                     _ => "the table has no snapshots".to_string(),
                 };
-                NotFoundSnafu { message: format!("snapshot {id} not found at {path} ({range})") }.fail()
+                NotFoundSnafu {
+                    message: format!("snapshot {id} not found at {path} ({range})"),
+                }
+                .fail()
             }
         }
     }
@@ -104,9 +115,14 @@ impl SnapshotManager {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let snapshot: Snapshot = serde_json::from_slice(&bytes).context(JsonSnafu { path: &path })?;
+        let snapshot: Snapshot =
+            serde_json::from_slice(&bytes).context(JsonSnafu { path: &path })?;
         if snapshot.id != id {
-            return CorruptSnafu { path, message: format!("contains snapshot id {}", snapshot.id) }.fail();
+            return CorruptSnafu {
+                path,
+                message: format!("contains snapshot id {}", snapshot.id),
+            }
+            .fail();
         }
         Ok(Some(snapshot))
     }

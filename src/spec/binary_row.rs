@@ -25,7 +25,11 @@ pub enum Datum {
     BigInt(i64),
     Float(f32),
     Double(f64),
-    Decimal { unscaled: i128, precision: u8, scale: u8 },
+    Decimal {
+        unscaled: i128,
+        precision: u8,
+        scale: u8,
+    },
     String(String),
     Bytes(Vec<u8>),
     /// Days since the epoch.
@@ -33,7 +37,11 @@ pub enum Datum {
     /// Milliseconds of the day.
     Time(i32),
     /// Epoch milliseconds plus the nanoseconds within that millisecond.
-    Timestamp { millis: i64, nanos: i32, precision: u8 },
+    Timestamp {
+        millis: i64,
+        nanos: i32,
+        precision: u8,
+    },
 }
 
 impl Datum {
@@ -59,9 +67,18 @@ impl Datum {
             (Decimal { unscaled: a, .. }, Decimal { unscaled: b, .. }) => Some(a.cmp(b)),
             (String(a), String(b)) => Some(a.as_bytes().cmp(b.as_bytes())),
             (Bytes(a), Bytes(b)) => Some(a.cmp(b)),
-            (Timestamp { millis: a, nanos: an, .. }, Timestamp { millis: b, nanos: bn, .. }) => {
-                Some((a, an).cmp(&(b, bn)))
-            }
+            (
+                Timestamp {
+                    millis: a,
+                    nanos: an,
+                    ..
+                },
+                Timestamp {
+                    millis: b,
+                    nanos: bn,
+                    ..
+                },
+            ) => Some((a, an).cmp(&(b, bn))),
             _ => None,
         }
     }
@@ -79,7 +96,9 @@ impl fmt::Display for Datum {
             Datum::BigInt(v) => write!(f, "{v}"),
             Datum::Float(v) => write!(f, "{v}"),
             Datum::Double(v) => write!(f, "{v}"),
-            Datum::Decimal { unscaled, scale, .. } => {
+            Datum::Decimal {
+                unscaled, scale, ..
+            } => {
                 let s = *scale as u32;
                 if s == 0 {
                     return write!(f, "{unscaled}");
@@ -87,7 +106,13 @@ impl fmt::Display for Datum {
                 let pow = 10i128.pow(s);
                 let sign = if *unscaled < 0 { "-" } else { "" };
                 let abs = unscaled.unsigned_abs();
-                write!(f, "{sign}{}.{:0width$}", abs / pow as u128, abs % pow as u128, width = s as usize)
+                write!(
+                    f,
+                    "{sign}{}.{:0width$}",
+                    abs / pow as u128,
+                    abs % pow as u128,
+                    width = s as usize
+                )
             }
             Datum::String(v) => f.write_str(v),
             Datum::Bytes(v) => {
@@ -104,10 +129,15 @@ impl fmt::Display for Datum {
                 let s = ms / 1000;
                 write!(f, "{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
             }
-            Datum::Timestamp { millis, nanos, precision } => {
+            Datum::Timestamp {
+                millis,
+                nanos,
+                precision,
+            } => {
                 let nanos_total = (*millis).rem_euclid(1000) as u32 * 1_000_000 + *nanos as u32;
-                match arrow::temporal_conversions::timestamp_ms_to_datetime(millis - millis.rem_euclid(1000))
-                {
+                match arrow::temporal_conversions::timestamp_ms_to_datetime(
+                    millis - millis.rem_euclid(1000),
+                ) {
                     Some(t) => {
                         write!(f, "{}", t.format("%Y-%m-%d %H:%M:%S"))?;
                         if *precision > 0 && nanos_total > 0 {
@@ -249,12 +279,18 @@ impl BinaryRowWriter {
             Datum::BigInt(v) => self.write_i64(i, *v),
             Datum::Float(v) => self.write_f32(i, *v),
             Datum::Double(v) => self.write_f64(i, *v),
-            Datum::Decimal { unscaled, precision, .. } => self.write_decimal(i, *unscaled, *precision),
+            Datum::Decimal {
+                unscaled,
+                precision,
+                ..
+            } => self.write_decimal(i, *unscaled, *precision),
             Datum::String(v) => self.write_bytes(i, v.as_bytes()),
             Datum::Bytes(v) => self.write_bytes(i, v),
-            Datum::Timestamp { millis, nanos, precision } => {
-                self.write_timestamp(i, *millis, *nanos, *precision)
-            }
+            Datum::Timestamp {
+                millis,
+                nanos,
+                precision,
+            } => self.write_timestamp(i, *millis, *nanos, *precision),
         }
     }
 
@@ -348,7 +384,9 @@ pub fn deserialize(serialized: &[u8], types: &[DataType]) -> Result<Vec<Datum>, 
             TypeRoot::Date => Datum::Date(i32_of(&slot)),
             TypeRoot::Time(_) => Datum::Time(i32_of(&slot)),
             TypeRoot::BigInt => Datum::BigInt(word as i64),
-            TypeRoot::Float => Datum::Float(f32::from_le_bytes([slot[0], slot[1], slot[2], slot[3]])),
+            TypeRoot::Float => {
+                Datum::Float(f32::from_le_bytes([slot[0], slot[1], slot[2], slot[3]]))
+            }
             TypeRoot::Double => Datum::Double(f64::from_le_bytes(slot)),
             TypeRoot::Decimal { precision, scale } => {
                 let unscaled = if precision <= 18 {
@@ -363,12 +401,21 @@ pub fn deserialize(serialized: &[u8], types: &[DataType]) -> Result<Vec<Datum>, 
                     full[16 - bytes.len()..].copy_from_slice(bytes);
                     i128::from_be_bytes(full)
                 };
-                Datum::Decimal { unscaled, precision, scale }
+                Datum::Decimal {
+                    unscaled,
+                    precision,
+                    scale,
+                }
             }
-            TypeRoot::Char(_) | TypeRoot::VarChar(_) | TypeRoot::Binary(_) | TypeRoot::VarBinary(_) => {
+            TypeRoot::Char(_)
+            | TypeRoot::VarChar(_)
+            | TypeRoot::Binary(_)
+            | TypeRoot::VarBinary(_) => {
                 let bytes = if slot[7] & 0x80 != 0 {
                     let len = (slot[7] & 0x7f) as usize;
-                    slot.get(..len).ok_or_else(|| err("inline field longer than 7 bytes"))?.to_vec()
+                    slot.get(..len)
+                        .ok_or_else(|| err("inline field longer than 7 bytes"))?
+                        .to_vec()
                 } else {
                     var((word & 0xffff_ffff) as usize, (word >> 32) as usize)?.to_vec()
                 };
@@ -382,11 +429,20 @@ pub fn deserialize(serialized: &[u8], types: &[DataType]) -> Result<Vec<Datum>, 
             }
             TypeRoot::Timestamp(p) | TypeRoot::LocalZonedTimestamp(p) => {
                 if p <= 3 {
-                    Datum::Timestamp { millis: word as i64, nanos: 0, precision: p }
+                    Datum::Timestamp {
+                        millis: word as i64,
+                        nanos: 0,
+                        precision: p,
+                    }
                 } else {
                     let bytes = var(8, (word >> 32) as usize)?;
-                    let millis = i64::from_le_bytes(bytes.try_into().map_err(|_| err("timestamp"))?);
-                    Datum::Timestamp { millis, nanos: (word & 0xffff_ffff) as i32, precision: p }
+                    let millis =
+                        i64::from_le_bytes(bytes.try_into().map_err(|_| err("timestamp"))?);
+                    Datum::Timestamp {
+                        millis,
+                        nanos: (word & 0xffff_ffff) as i32,
+                        precision: p,
+                    }
                 }
             }
         };
@@ -430,7 +486,9 @@ mod tests {
     use super::*;
 
     fn hex(s: &str) -> Vec<u8> {
-        s.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect()
+        s.split_whitespace()
+            .map(|b| u8::from_str_radix(b, 16).unwrap())
+            .collect()
     }
 
     #[test]
@@ -463,8 +521,22 @@ mod tests {
     #[test]
     fn round_trips_every_type() {
         let types: Vec<DataType> = [
-            "BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL(10, 2)",
-            "DECIMAL(30, 3)", "STRING", "STRING", "BYTES", "DATE", "TIMESTAMP(3)", "TIMESTAMP(6)", "INT",
+            "BOOLEAN",
+            "TINYINT",
+            "SMALLINT",
+            "INT",
+            "BIGINT",
+            "FLOAT",
+            "DOUBLE",
+            "DECIMAL(10, 2)",
+            "DECIMAL(30, 3)",
+            "STRING",
+            "STRING",
+            "BYTES",
+            "DATE",
+            "TIMESTAMP(3)",
+            "TIMESTAMP(6)",
+            "INT",
         ]
         .iter()
         .map(|s| s.parse().unwrap())
@@ -477,14 +549,30 @@ mod tests {
             Datum::BigInt(1 << 40),
             Datum::Float(1.5),
             Datum::Double(-2.25),
-            Datum::Decimal { unscaled: 12345, precision: 10, scale: 2 },
-            Datum::Decimal { unscaled: -(1i128 << 100), precision: 30, scale: 3 },
+            Datum::Decimal {
+                unscaled: 12345,
+                precision: 10,
+                scale: 2,
+            },
+            Datum::Decimal {
+                unscaled: -(1i128 << 100),
+                precision: 30,
+                scale: 3,
+            },
             Datum::String("short".into()),
             Datum::String("a longer string".into()),
             Datum::Bytes(vec![1, 2, 3, 4, 5, 6, 7, 8, 9]),
             Datum::Date(19000),
-            Datum::Timestamp { millis: 1_700_000_000_123, nanos: 0, precision: 3 },
-            Datum::Timestamp { millis: 1_700_000_000_123, nanos: 456_000, precision: 6 },
+            Datum::Timestamp {
+                millis: 1_700_000_000_123,
+                nanos: 0,
+                precision: 3,
+            },
+            Datum::Timestamp {
+                millis: 1_700_000_000_123,
+                nanos: 456_000,
+                precision: 6,
+            },
             Datum::Null,
         ];
         let bytes = serialize(&values);

@@ -23,7 +23,11 @@ impl SimpleStats {
     /// Stats over no columns (arity-0 rows), as written when stats are disabled.
     pub fn empty() -> Self {
         let empty = super::binary_row::empty_row();
-        Self { min_values: empty.clone(), max_values: empty, null_counts: vec![] }
+        Self {
+            min_values: empty.clone(),
+            max_values: empty,
+            null_counts: vec![],
+        }
     }
 }
 
@@ -83,7 +87,12 @@ pub type FileIdentifier = (Vec<u8>, i32, i32, String);
 
 impl ManifestEntry {
     pub fn identifier(&self) -> FileIdentifier {
-        (self.partition.clone(), self.bucket, self.file.level, self.file.file_name.clone())
+        (
+            self.partition.clone(),
+            self.bucket,
+            self.file.level,
+            self.file.file_name.clone(),
+        )
     }
 }
 
@@ -173,6 +182,59 @@ pub fn manifest_file_meta_schema() -> &'static Schema {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Avro object-container files
+
+fn zstd_codec() -> apache_avro::Codec {
+    // Paimon's default manifest.compression is zstd at level 1.
+    apache_avro::Codec::Zstandard(apache_avro::ZstandardSettings::new(1))
+}
+
+fn encode_file(schema: &Schema, values: impl Iterator<Item = Value>) -> Result<Vec<u8>, String> {
+    let mut w = apache_avro::Writer::with_codec(schema, Vec::new(), zstd_codec())
+        .map_err(|e| e.to_string())?;
+    for v in values {
+        w.append_value(v).map_err(|e| e.to_string())?;
+    }
+    w.into_inner().map_err(|e| e.to_string())
+}
+
+fn decode_file<T>(bytes: &[u8], f: impl Fn(&Value) -> Result<T, String>) -> Result<Vec<T>, String> {
+    let reader = apache_avro::Reader::new(bytes).map_err(|e| format!("not an Avro file: {e}"))?;
+    reader
+        .map(|v| {
+            v.map_err(|e| format!("Avro decode error: {e}"))
+                .and_then(|v| f(&v))
+        })
+        .collect()
+}
+
+/// Encodes a manifest file (zstd, Java's schema).
+pub fn encode_manifest(entries: &[ManifestEntry]) -> Result<Vec<u8>, String> {
+    encode_file(
+        manifest_entry_schema(),
+        entries.iter().map(ManifestEntry::to_avro),
+    )
+}
+
+/// Decodes a manifest file written by any Paimon implementation.
+pub fn decode_manifest(bytes: &[u8]) -> Result<Vec<ManifestEntry>, String> {
+    decode_file(bytes, ManifestEntry::from_avro)
+}
+
+/// Encodes a manifest list (zstd, Java's schema).
+pub fn encode_manifest_list(metas: &[ManifestFileMeta]) -> Result<Vec<u8>, String> {
+    encode_file(
+        manifest_file_meta_schema(),
+        metas.iter().map(ManifestFileMeta::to_avro),
+    )
+}
+
+/// Decodes a manifest list written by any Paimon implementation.
+pub fn decode_manifest_list(bytes: &[u8]) -> Result<Vec<ManifestFileMeta>, String> {
+    decode_file(bytes, ManifestFileMeta::from_avro)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Avro value conversion
 
 fn opt<T>(v: Option<T>, f: impl FnOnce(T) -> Value) -> Value {
@@ -187,7 +249,12 @@ fn strings(v: &[String]) -> Value {
 }
 
 fn rec(fields: Vec<(&str, Value)>) -> Value {
-    Value::Record(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    Value::Record(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
 }
 
 impl SimpleStats {
@@ -211,7 +278,9 @@ impl SimpleStats {
             max_values: r.bytes("_MAX_VALUES")?,
             null_counts: match r.get("_NULL_COUNTS") {
                 None => vec![],
-                Some(Value::Array(items)) => items.iter().map(|i| as_opt_long(i)).collect::<Result<_, _>>()?,
+                Some(Value::Array(items)) => {
+                    items.iter().map(as_opt_long).collect::<Result<_, _>>()?
+                }
                 Some(other) => return Err(format!("_NULL_COUNTS: unexpected {other:?}")),
             },
         })
@@ -234,12 +303,24 @@ impl ManifestEntry {
             ("_SCHEMA_ID", Value::Long(f.schema_id)),
             ("_LEVEL", Value::Int(f.level)),
             ("_EXTRA_FILES", strings(&f.extra_files)),
-            ("_CREATION_TIME", opt(f.creation_time, Value::TimestampMillis)),
+            (
+                "_CREATION_TIME",
+                opt(f.creation_time, Value::TimestampMillis),
+            ),
             ("_DELETE_ROW_COUNT", opt(f.delete_row_count, Value::Long)),
-            ("_EMBEDDED_FILE_INDEX", opt(f.embedded_file_index.clone(), Value::Bytes)),
+            (
+                "_EMBEDDED_FILE_INDEX",
+                opt(f.embedded_file_index.clone(), Value::Bytes),
+            ),
             ("_FILE_SOURCE", opt(f.file_source, Value::Int)),
-            ("_VALUE_STATS_COLS", opt(f.value_stats_cols.as_deref(), strings)),
-            ("_EXTERNAL_PATH", opt(f.external_path.clone(), Value::String)),
+            (
+                "_VALUE_STATS_COLS",
+                opt(f.value_stats_cols.as_deref(), strings),
+            ),
+            (
+                "_EXTERNAL_PATH",
+                opt(f.external_path.clone(), Value::String),
+            ),
             ("_FIRST_ROW_ID", opt(f.first_row_id, Value::Long)),
             ("_WRITE_COLS", opt(f.write_cols.as_deref(), strings)),
         ]);
@@ -378,11 +459,13 @@ impl<'a> Record<'a> {
     }
 
     fn req(&self, name: &str) -> Result<&'a Value, String> {
-        self.get(name).ok_or_else(|| format!("{}: missing field {name}", self.what))
+        self.get(name)
+            .ok_or_else(|| format!("{}: missing field {name}", self.what))
     }
 
     fn long(&self, name: &str) -> Result<i64, String> {
-        self.opt_long(name)?.ok_or_else(|| format!("{}: missing field {name}", self.what))
+        self.opt_long(name)?
+            .ok_or_else(|| format!("{}: missing field {name}", self.what))
     }
 
     fn opt_long(&self, name: &str) -> Result<Option<i64>, String> {
@@ -394,38 +477,50 @@ impl<'a> Record<'a> {
     }
 
     fn int(&self, name: &str) -> Result<i32, String> {
-        self.opt_int(name)?.ok_or_else(|| format!("{}: missing field {name}", self.what))
+        self.opt_int(name)?
+            .ok_or_else(|| format!("{}: missing field {name}", self.what))
     }
 
     fn opt_int(&self, name: &str) -> Result<Option<i32>, String> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Int(i)) => Ok(Some(*i)),
-            Some(other) => Err(format!("{}.{name}: expected int, found {other:?}", self.what)),
+            Some(other) => Err(format!(
+                "{}.{name}: expected int, found {other:?}",
+                self.what
+            )),
         }
     }
 
     fn bytes(&self, name: &str) -> Result<Vec<u8>, String> {
-        self.opt_bytes(name)?.ok_or_else(|| format!("{}: missing field {name}", self.what))
+        self.opt_bytes(name)?
+            .ok_or_else(|| format!("{}: missing field {name}", self.what))
     }
 
     fn opt_bytes(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Bytes(b)) | Some(Value::Fixed(_, b)) => Ok(Some(b.clone())),
-            Some(other) => Err(format!("{}.{name}: expected bytes, found {other:?}", self.what)),
+            Some(other) => Err(format!(
+                "{}.{name}: expected bytes, found {other:?}",
+                self.what
+            )),
         }
     }
 
     fn string(&self, name: &str) -> Result<String, String> {
-        self.opt_string(name)?.ok_or_else(|| format!("{}: missing field {name}", self.what))
+        self.opt_string(name)?
+            .ok_or_else(|| format!("{}: missing field {name}", self.what))
     }
 
     fn opt_string(&self, name: &str) -> Result<Option<String>, String> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(format!("{}.{name}: expected string, found {other:?}", self.what)),
+            Some(other) => Err(format!(
+                "{}.{name}: expected string, found {other:?}",
+                self.what
+            )),
         }
     }
 
@@ -436,11 +531,17 @@ impl<'a> Record<'a> {
                 .iter()
                 .map(|i| match unwrap_union(i) {
                     Value::String(s) => Ok(s.clone()),
-                    other => Err(format!("{}.{name}: expected string, found {other:?}", self.what)),
+                    other => Err(format!(
+                        "{}.{name}: expected string, found {other:?}",
+                        self.what
+                    )),
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
-            Some(other) => Err(format!("{}.{name}: expected array, found {other:?}", self.what)),
+            Some(other) => Err(format!(
+                "{}.{name}: expected array, found {other:?}",
+                self.what
+            )),
         }
     }
 }
@@ -461,7 +562,10 @@ mod tests {
                 row_count: 3,
                 min_key: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
                 max_key: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-                key_stats: SimpleStats { null_counts: vec![Some(0)], ..SimpleStats::empty() },
+                key_stats: SimpleStats {
+                    null_counts: vec![Some(0)],
+                    ..SimpleStats::empty()
+                },
                 value_stats: SimpleStats::empty(),
                 min_sequence_number: 0,
                 max_sequence_number: 2,
@@ -483,13 +587,9 @@ mod tests {
     #[test]
     fn entry_round_trips_through_avro() {
         let e = sample_entry();
-        let schema = manifest_entry_schema();
-        let mut w = apache_avro::Writer::new(schema, Vec::new()).unwrap();
-        w.append_value(e.to_avro()).unwrap();
-        let bytes = w.into_inner().unwrap();
-        let r = apache_avro::Reader::new(&bytes[..]).unwrap();
-        let back: Vec<_> = r.map(|v| ManifestEntry::from_avro(&v.unwrap()).unwrap()).collect();
-        assert_eq!(back, vec![e]);
+        let bytes = encode_manifest(std::slice::from_ref(&e)).unwrap();
+        assert_eq!(decode_manifest(&bytes).unwrap(), vec![e]);
+        assert!(decode_manifest(&bytes[..bytes.len() / 2]).is_err());
     }
 
     #[test]
@@ -498,6 +598,8 @@ mod tests {
         if let Value::Record(fields) = &mut v {
             fields[0].1 = Value::Int(1);
         }
-        assert!(ManifestEntry::from_avro(&v).unwrap_err().contains("recreate"));
+        assert!(ManifestEntry::from_avro(&v)
+            .unwrap_err()
+            .contains("recreate"));
     }
 }

@@ -71,7 +71,9 @@ impl<'a> CoreOptions<'a> {
                 .parse::<i32>()
                 .ok()
                 .filter(|b| *b > 0 || *b == -1 || *b == -2)
-                .ok_or_else(|| format!("option 'bucket' must be a positive number, -1 or -2, got '{v}'")),
+                .ok_or_else(|| {
+                    format!("option 'bucket' must be a positive number, -1 or -2, got '{v}'")
+                }),
         }
     }
 
@@ -111,31 +113,42 @@ impl<'a> CoreOptions<'a> {
     }
 
     pub fn ignore_delete(&self) -> bool {
-        self.get(IGNORE_DELETE).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        self.get(IGNORE_DELETE)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     }
 
     pub fn partition_default_name(&self) -> &'a str {
-        self.get(PARTITION_DEFAULT_NAME).unwrap_or("__DEFAULT_PARTITION__")
+        self.get(PARTITION_DEFAULT_NAME)
+            .unwrap_or("__DEFAULT_PARTITION__")
     }
 
     /// Rows a bucket writer buffers before it spills a level-0 file (tidelake's own option; Paimon
     /// sizes the buffer in bytes with `write-buffer-size`).
     pub fn write_buffer_rows(&self) -> usize {
-        self.get(WRITE_BUFFER_ROWS).and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
+        self.get(WRITE_BUFFER_ROWS)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000)
     }
 
     /// Target size of data files in bytes (`128 mb` default, as Paimon for PK tables).
     pub fn target_file_size(&self) -> u64 {
-        self.get(TARGET_FILE_SIZE).and_then(parse_memory_size).unwrap_or(128 << 20)
+        self.get(TARGET_FILE_SIZE)
+            .and_then(parse_memory_size)
+            .unwrap_or(128 << 20)
     }
 
     pub fn commit_max_retries(&self) -> u32 {
-        self.get(COMMIT_MAX_RETRIES).and_then(|v| v.parse().ok()).unwrap_or(10)
+        self.get(COMMIT_MAX_RETRIES)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10)
     }
 }
 
 fn split_list(v: &str) -> Vec<String> {
-    v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    v.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// Parses Paimon memory sizes such as `128 mb`, `64MB`, `1 gb`, `1024`.

@@ -4,8 +4,27 @@
 use super::binary_row::Datum;
 
 fn needs_escape(c: char) -> bool {
-    matches!(c, '\u{01}'..='\u{1F}' | '"' | '#' | '%' | '\'' | '*' | '/' | ':' | '=' | '?' | '\\' | '\u{7F}'
-        | '{' | '}' | '[' | ']' | '^')
+    matches!(
+        c,
+        '\u{01}'
+            ..='\u{1F}'
+                | '"'
+                | '#'
+                | '%'
+                | '\''
+                | '*'
+                | '/'
+                | ':'
+                | '='
+                | '?'
+                | '\\'
+                | '\u{7F}'
+                | '{'
+                | '}'
+                | '['
+                | ']'
+                | '^'
+    )
 }
 
 /// Escapes a path component: the characters Paimon escapes become `%XX` (uppercase hex).
@@ -66,9 +85,16 @@ mod tests {
         assert_eq!(escape_path_name("a/b:c=d"), "a%2Fb%3Ac%3Dd");
         assert_eq!(unescape_path_name("a%2Fb%3Ac%3Dd"), "a/b:c=d");
         assert_eq!(
-            partition_path(&["dt".into()], &[Datum::String("2024-01-01".into())], "__D__"),
+            partition_path(
+                &["dt".into()],
+                &[Datum::String("2024-01-01".into())],
+                "__D__"
+            ),
             "dt=2024-01-01/"
         );
-        assert_eq!(partition_path(&["dt".into()], &[Datum::Null], "__D__"), "dt=__D__/");
+        assert_eq!(
+            partition_path(&["dt".into()], &[Datum::Null], "__D__"),
+            "dt=__D__/"
+        );
     }
 }

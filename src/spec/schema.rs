@@ -83,6 +83,9 @@ mod tests {
         assert_eq!(s.trimmed_primary_keys(), vec!["id".to_string()]);
         assert!(!s.fields[0].data_type.nullable);
         let back = serde_json::to_string(&s).unwrap();
-        assert!(!back.contains("comment"), "Java omits a null comment: {back}");
+        assert!(
+            !back.contains("comment"),
+            "Java omits a null comment: {back}"
+        );
     }
 }

@@ -56,9 +56,10 @@ impl DataType {
         match self.root {
             TypeRoot::Decimal { precision, .. } => precision <= 18,
             TypeRoot::Timestamp(p) | TypeRoot::LocalZonedTimestamp(p) => p <= 3,
-            TypeRoot::Char(_) | TypeRoot::VarChar(_) | TypeRoot::Binary(_) | TypeRoot::VarBinary(_) => {
-                false
-            }
+            TypeRoot::Char(_)
+            | TypeRoot::VarChar(_)
+            | TypeRoot::Binary(_)
+            | TypeRoot::VarBinary(_) => false,
             _ => true,
         }
     }
@@ -245,7 +246,8 @@ impl FromStr for DataType {
             ("TIMESTAMP_LTZ", false) => TypeRoot::LocalZonedTimestamp(small(arg(0, 6))?),
             _ => return Err(err()),
         };
-        if let TypeRoot::Timestamp(p) | TypeRoot::LocalZonedTimestamp(p) | TypeRoot::Time(p) = root {
+        if let TypeRoot::Timestamp(p) | TypeRoot::LocalZonedTimestamp(p) | TypeRoot::Time(p) = root
+        {
             if p > 9 {
                 return Err(err());
             }

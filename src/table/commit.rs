@@ -79,7 +79,12 @@ pub struct TableCommit {
 impl TableCommit {
     pub(crate) fn new(table: Table, commit_user: String) -> Self {
         let max_retries = table.options().commit_max_retries();
-        Self { table, commit_user, namer: FileNamer::default(), max_retries }
+        Self {
+            table,
+            commit_user,
+            namer: FileNamer::default(),
+            max_retries,
+        }
     }
 
     pub fn commit_user(&self) -> &str {
@@ -102,7 +107,11 @@ impl TableCommit {
         let layout = table.layout()?;
         let sm = table.snapshot_manager();
         let mm = table.manifest_manager();
-        let kind = if overwrite.is_some() { CommitKind::Overwrite } else { CommitKind::Append };
+        let kind = if overwrite.is_some() {
+            CommitKind::Overwrite
+        } else {
+            CommitKind::Append
+        };
         let adds: Vec<ManifestEntry> = messages
             .iter()
             .flat_map(|m| {
@@ -137,8 +146,16 @@ impl TableCommit {
             let mut deletes: Vec<ManifestEntry> = Vec::new();
             if let (Some(ow), Some(prev)) = (&overwrite, &latest) {
                 for e in mm.live_entries(prev).await? {
-                    if overwrite_matches(ow, &e.partition, &layout.schema.partition_keys, &layout.partition_types)? {
-                        deletes.push(ManifestEntry { kind: FileKind::Delete, ..e });
+                    if overwrite_matches(
+                        ow,
+                        &e.partition,
+                        &layout.schema.partition_keys,
+                        &layout.partition_types,
+                    )? {
+                        deletes.push(ManifestEntry {
+                            kind: FileKind::Delete,
+                            ..e
+                        });
                     }
                 }
             }
@@ -149,24 +166,47 @@ impl TableCommit {
                     entries.extend(mm.read_manifest(&m.file_name).await?);
                 }
                 let live = crate::manifest::fold_entries(entries);
-                let merged = mm.write_manifest(&self.namer, &live, &layout.partition_types, layout.schema.id).await?;
+                let merged = mm
+                    .write_manifest(
+                        &self.namer,
+                        &live,
+                        &layout.partition_types,
+                        layout.schema.id,
+                    )
+                    .await?;
                 attempt_files.push(merged.file_name.clone());
                 base_metas = vec![merged];
             }
             let mut delta_metas = Vec::new();
             if !deletes.is_empty() {
-                let m = mm.write_manifest(&self.namer, &deletes, &layout.partition_types, layout.schema.id).await?;
+                let m = mm
+                    .write_manifest(
+                        &self.namer,
+                        &deletes,
+                        &layout.partition_types,
+                        layout.schema.id,
+                    )
+                    .await?;
                 attempt_files.push(m.file_name.clone());
                 delta_metas.push(m);
             }
             if !adds.is_empty() {
                 if adds_manifest.is_none() {
-                    adds_manifest = Some(mm.write_manifest(&self.namer, &adds, &layout.partition_types, layout.schema.id).await?);
+                    adds_manifest = Some(
+                        mm.write_manifest(
+                            &self.namer,
+                            &adds,
+                            &layout.partition_types,
+                            layout.schema.id,
+                        )
+                        .await?,
+                    );
                 }
                 delta_metas.extend(adds_manifest.clone());
             }
             let (base_list, base_size) = mm.write_manifest_list(&self.namer, &base_metas).await?;
-            let (delta_list, delta_size) = mm.write_manifest_list(&self.namer, &delta_metas).await?;
+            let (delta_list, delta_size) =
+                mm.write_manifest_list(&self.namer, &delta_metas).await?;
             let added_rows: i64 = adds.iter().map(|e| e.file.row_count).sum();
             let deleted_rows: i64 = deletes.iter().map(|e| e.file.row_count).sum();
             let delta_records = added_rows - deleted_rows;
@@ -186,7 +226,11 @@ impl TableCommit {
                 commit_kind: kind,
                 time_millis: now_millis().max(latest.as_ref().map(|s| s.time_millis).unwrap_or(0)),
                 total_record_count: Some(
-                    latest.as_ref().and_then(|s| s.total_record_count).unwrap_or(0) + delta_records,
+                    latest
+                        .as_ref()
+                        .and_then(|s| s.total_record_count)
+                        .unwrap_or(0)
+                        + delta_records,
                 ),
                 delta_record_count: Some(delta_records),
                 changelog_record_count: None,
@@ -236,13 +280,21 @@ impl TableCommit {
     }
 
     /// The newest snapshot of this commit user whose identifier is at least `identifier`.
-    async fn find_committed(&self, latest: Option<&Snapshot>, identifier: i64) -> Result<Option<i64>> {
-        let Some(latest) = latest else { return Ok(None) };
+    async fn find_committed(
+        &self,
+        latest: Option<&Snapshot>,
+        identifier: i64,
+    ) -> Result<Option<i64>> {
+        let Some(latest) = latest else {
+            return Ok(None);
+        };
         let sm = self.table.snapshot_manager();
         let earliest = sm.earliest_id().await?.unwrap_or(1);
         let mut id = latest.id;
         while id >= earliest {
-            let s = if id == latest.id { latest.clone() } else {
+            let s = if id == latest.id {
+                latest.clone()
+            } else {
                 match sm.try_snapshot(id).await? {
                     Some(s) => s,
                     None => break, // expired concurrently
@@ -273,10 +325,15 @@ fn overwrite_matches(
         Overwrite::Table => Ok(true),
         Overwrite::Partitions(spec) => {
             let values = binary_row::deserialize(partition, types).map_err(|e| {
-                crate::error::InternalSnafu { message: format!("partition row in manifest: {e}") }.build()
+                crate::error::InternalSnafu {
+                    message: format!("partition row in manifest: {e}"),
+                }
+                .build()
             })?;
             Ok(spec.iter().all(|(k, v)| {
-                keys.iter().position(|x| x == k).is_some_and(|i| values[i].compare(v) == Some(std::cmp::Ordering::Equal))
+                keys.iter()
+                    .position(|x| x == k)
+                    .is_some_and(|i| values[i].compare(v) == Some(std::cmp::Ordering::Equal))
             }))
         }
     }

@@ -28,19 +28,25 @@ pub fn encode(
     now_millis: i64,
 ) -> Result<(Bytes, DataFileMeta)> {
     let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).context(ParquetSnafu { path: &file_name })?))
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(1).context(ParquetSnafu { path: &file_name })?,
+        ))
         .set_max_row_group_row_count(Some(256 * 1024))
         .build();
     let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 3);
-    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props)).context(ParquetSnafu { path: &file_name })?;
+    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))
+        .context(ParquetSnafu { path: &file_name })?;
     w.write(batch).context(ParquetSnafu { path: &file_name })?;
     w.close().context(ParquetSnafu { path: &file_name })?;
 
     let n = batch.num_rows();
-    let (min_key, max_key, key_stats, min_seq, max_seq, deletes) = if layout.is_primary_key_table() {
+    let (min_key, max_key, key_stats, min_seq, max_seq, deletes) = if layout.is_primary_key_table()
+    {
         let k = layout.key_indices.len();
         let key_row = |i: usize| -> Result<Vec<Datum>> {
-            (0..k).map(|c| datum_at(batch.column(c).as_ref(), i, &layout.key_types[c])).collect()
+            (0..k)
+                .map(|c| datum_at(batch.column(c).as_ref(), i, &layout.key_types[c]))
+                .collect()
         };
         let mut mins = Vec::with_capacity(k);
         let mut maxs = Vec::with_capacity(k);
@@ -68,7 +74,14 @@ pub fn encode(
         )
     } else {
         let (lo, hi) = sequence_range.unwrap_or((0, 0));
-        (binary_row::empty_row(), binary_row::empty_row(), SimpleStats::empty(), lo, hi, Some(0))
+        (
+            binary_row::empty_row(),
+            binary_row::empty_row(),
+            SimpleStats::empty(),
+            lo,
+            hi,
+            Some(0),
+        )
     };
     let meta = DataFileMeta {
         file_size: buf.len() as i64,
@@ -129,23 +142,31 @@ pub fn decode(path: &str, bytes: Bytes, target: &SchemaRef) -> Result<Vec<Record
     }
     roots.sort_unstable();
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-    let reader = builder.with_projection(mask).with_batch_size(64 * 1024).build().context(ParquetSnafu { path })?;
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(64 * 1024)
+        .build()
+        .context(ParquetSnafu { path })?;
     let mut out = Vec::new();
     for batch in reader {
-        let batch = batch.context(ArrowSnafu { context: format!("reading {path}") })?;
+        let batch = batch.context(ArrowSnafu {
+            context: format!("reading {path}"),
+        })?;
         let n = batch.num_rows();
         let columns = target
             .fields()
             .iter()
             .map(|f| match batch.column_by_name(f.name()) {
                 Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
-                Some(c) => cast(c, f.data_type())
-                    .context(ArrowSnafu { context: format!("{path}: column {}", f.name()) }),
+                Some(c) => cast(c, f.data_type()).context(ArrowSnafu {
+                    context: format!("{path}: column {}", f.name()),
+                }),
                 None => Ok(new_null_array(f.data_type(), n)),
             })
             .collect::<Result<Vec<_>>>()?;
-        let batch = RecordBatch::try_new(Arc::clone(target), columns)
-            .context(ArrowSnafu { context: format!("{path}: does not match the table schema") })?;
+        let batch = RecordBatch::try_new(Arc::clone(target), columns).context(ArrowSnafu {
+            context: format!("{path}: does not match the table schema"),
+        })?;
         out.push(batch);
     }
     Ok(out)

@@ -48,12 +48,17 @@ impl TableLayout {
         let opts = CoreOptions::new(&schema.options);
         let invalid = |message: String| InvalidArgumentSnafu { message }.build();
         let index_of = |name: &str| -> Result<usize> {
-            schema
-                .field_index(name)
-                .ok_or_else(|| invalid(format!("column '{name}' named by the schema does not exist")))
+            schema.field_index(name).ok_or_else(|| {
+                invalid(format!(
+                    "column '{name}' named by the schema does not exist"
+                ))
+            })
         };
-        let partition_indices =
-            schema.partition_keys.iter().map(|k| index_of(k)).collect::<Result<Vec<_>>>()?;
+        let partition_indices = schema
+            .partition_keys
+            .iter()
+            .map(|k| index_of(k))
+            .collect::<Result<Vec<_>>>()?;
         let key_indices = schema
             .trimmed_primary_keys()
             .iter()
@@ -62,32 +67,58 @@ impl TableLayout {
         let pk = schema.is_primary_key_table();
         let bucket_mode = opts.bucket_mode(pk).map_err(invalid)?;
         let bucket_key_indices = match opts.bucket_key() {
-            Some(keys) => keys.iter().map(|k| index_of(k)).collect::<Result<Vec<_>>>()?,
+            Some(keys) => keys
+                .iter()
+                .map(|k| index_of(k))
+                .collect::<Result<Vec<_>>>()?,
             None => key_indices.clone(),
         };
-        let sequence_field_indices =
-            opts.sequence_fields().iter().map(|k| index_of(k)).collect::<Result<Vec<_>>>()?;
+        let sequence_field_indices = opts
+            .sequence_fields()
+            .iter()
+            .map(|k| index_of(k))
+            .collect::<Result<Vec<_>>>()?;
         let rowkind_field_index = opts.rowkind_field().map(index_of).transpose()?;
-        let fields: Vec<Field> = schema.fields.iter().map(|f| arrow_field(&f.name, &f.data_type, f.id)).collect();
+        let fields: Vec<Field> = schema
+            .fields
+            .iter()
+            .map(|f| arrow_field(&f.name, &f.data_type, f.id))
+            .collect();
         let arrow_schema = Arc::new(Schema::new(fields.clone()));
         let file_schema = if pk {
             let mut file_fields: Vec<Field> = key_indices
                 .iter()
                 .map(|&i| {
                     let f = &schema.fields[i];
-                    arrow_field(&format!("{KEY_FIELD_PREFIX}{}", f.name), &f.data_type, KEY_FIELD_ID_START + f.id)
+                    arrow_field(
+                        &format!("{KEY_FIELD_PREFIX}{}", f.name),
+                        &f.data_type,
+                        KEY_FIELD_ID_START + f.id,
+                    )
                 })
                 .collect();
-            file_fields.push(with_id(Field::new(SEQUENCE_NUMBER, ArrowType::Int64, false), SEQUENCE_NUMBER_FIELD_ID));
-            file_fields.push(with_id(Field::new(VALUE_KIND, ArrowType::Int8, false), VALUE_KIND_FIELD_ID));
+            file_fields.push(with_id(
+                Field::new(SEQUENCE_NUMBER, ArrowType::Int64, false),
+                SEQUENCE_NUMBER_FIELD_ID,
+            ));
+            file_fields.push(with_id(
+                Field::new(VALUE_KIND, ArrowType::Int8, false),
+                VALUE_KIND_FIELD_ID,
+            ));
             file_fields.extend(fields);
             Arc::new(Schema::new(file_fields))
         } else {
             Arc::clone(&arrow_schema)
         };
         Ok(Self {
-            partition_types: partition_indices.iter().map(|&i| schema.fields[i].data_type).collect(),
-            key_types: key_indices.iter().map(|&i| schema.fields[i].data_type).collect(),
+            partition_types: partition_indices
+                .iter()
+                .map(|&i| schema.fields[i].data_type)
+                .collect(),
+            key_types: key_indices
+                .iter()
+                .map(|&i| schema.fields[i].data_type)
+                .collect(),
             partition_indices,
             key_indices,
             bucket_key_indices,
@@ -126,15 +157,23 @@ impl TableLayout {
     /// Checks that tidelake can write this table; reading has fewer restrictions.
     pub fn check_writable(&self, table: &str) -> Result<()> {
         let unsupported = |what: &str| {
-            UnsupportedSnafu { message: format!("writing table {table}: {what} is not supported yet") }.fail()
+            UnsupportedSnafu {
+                message: format!("writing table {table}: {what} is not supported yet"),
+            }
+            .fail()
         };
         match self.bucket_mode {
-            BucketMode::Dynamic => return unsupported("dynamic bucket mode (bucket = -1 with a primary key)"),
+            BucketMode::Dynamic => {
+                return unsupported("dynamic bucket mode (bucket = -1 with a primary key)")
+            }
             BucketMode::Postpone => return unsupported("postpone bucket mode (bucket = -2)"),
             _ => {}
         }
         if self.is_primary_key_table()
-            && !matches!(self.merge_engine, MergeEngine::Deduplicate | MergeEngine::FirstRow)
+            && !matches!(
+                self.merge_engine,
+                MergeEngine::Deduplicate | MergeEngine::FirstRow
+            )
         {
             return unsupported(&format!("merge-engine '{}'", self.merge_engine.name()));
         }
@@ -143,7 +182,10 @@ impl TableLayout {
 }
 
 fn with_id(f: Field, id: i32) -> Field {
-    f.with_metadata(HashMap::from([("PARQUET:field_id".to_string(), id.to_string())]))
+    f.with_metadata(HashMap::from([(
+        "PARQUET:field_id".to_string(),
+        id.to_string(),
+    )]))
 }
 
 fn arrow_field(name: &str, ty: &DataType, id: i32) -> Field {
@@ -157,13 +199,20 @@ pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
     }
     let mismatch = || {
         InvalidArgumentSnafu {
-            message: format!("column of Arrow type {} cannot hold Paimon type {ty}", array.data_type()),
+            message: format!(
+                "column of Arrow type {} cannot hold Paimon type {ty}",
+                array.data_type()
+            ),
         }
         .build()
     };
     macro_rules! get {
         ($t:ty) => {
-            array.as_any().downcast_ref::<$t>().ok_or_else(mismatch)?.value(i)
+            array
+                .as_any()
+                .downcast_ref::<$t>()
+                .ok_or_else(mismatch)?
+                .value(i)
         };
     }
     Ok(match ty.root {
@@ -174,18 +223,21 @@ pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
         TypeRoot::BigInt => Datum::BigInt(get!(Int64Array)),
         TypeRoot::Float => Datum::Float(get!(Float32Array)),
         TypeRoot::Double => Datum::Double(get!(Float64Array)),
-        TypeRoot::Decimal { precision, scale } => {
-            Datum::Decimal { unscaled: get!(Decimal128Array), precision, scale }
-        }
+        TypeRoot::Decimal { precision, scale } => Datum::Decimal {
+            unscaled: get!(Decimal128Array),
+            precision,
+            scale,
+        },
         TypeRoot::Char(_) | TypeRoot::VarChar(_) => Datum::String(get!(StringArray).to_string()),
         TypeRoot::Binary(_) | TypeRoot::VarBinary(_) => Datum::Bytes(get!(BinaryArray).to_vec()),
         TypeRoot::Date => Datum::Date(get!(Date32Array)),
         TypeRoot::Time(_) => Datum::Time(get!(Time32MillisecondArray)),
         TypeRoot::Timestamp(p) | TypeRoot::LocalZonedTimestamp(p) => {
             let (millis, nanos) = match array.data_type() {
-                ArrowType::Timestamp(TimeUnit::Second, _) => {
-                    (array.as_primitive::<TimestampSecondType>().value(i) * 1000, 0)
-                }
+                ArrowType::Timestamp(TimeUnit::Second, _) => (
+                    array.as_primitive::<TimestampSecondType>().value(i) * 1000,
+                    0,
+                ),
                 ArrowType::Timestamp(TimeUnit::Millisecond, _) => {
                     (array.as_primitive::<TimestampMillisecondType>().value(i), 0)
                 }
@@ -199,7 +251,11 @@ pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
                 }
                 _ => return Err(mismatch()),
             };
-            Datum::Timestamp { millis, nanos, precision: p }
+            Datum::Timestamp {
+                millis,
+                nanos,
+                precision: p,
+            }
         }
     })
 }

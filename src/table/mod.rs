@@ -50,8 +50,21 @@ struct Inner {
 }
 
 impl Table {
-    pub(crate) fn new(io: FileIo, identifier: Identifier, path: String, schema: TableSchema) -> Self {
-        Self { inner: Arc::new(Inner { io, identifier, path, schema: Arc::new(schema), layout: OnceLock::new() }) }
+    pub(crate) fn new(
+        io: FileIo,
+        identifier: Identifier,
+        path: String,
+        schema: TableSchema,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                io,
+                identifier,
+                path,
+                schema: Arc::new(schema),
+                layout: OnceLock::new(),
+            }),
+        }
     }
 
     pub fn identifier(&self) -> &Identifier {
@@ -83,7 +96,9 @@ impl Table {
     /// Derived facts about the schema; an invalid schema file is reported on first use.
     pub fn layout(&self) -> Result<Arc<TableLayout>> {
         let r = self.inner.layout.get_or_init(|| {
-            TableLayout::new(Arc::clone(&self.inner.schema)).map(Arc::new).map_err(|e| e.to_string())
+            TableLayout::new(Arc::clone(&self.inner.schema))
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
         });
         match r {
             Ok(l) => Ok(Arc::clone(l)),
@@ -111,9 +126,17 @@ impl Table {
     pub fn bucket_dir(&self, partition: &[u8], bucket: i32) -> Result<String> {
         let layout = self.layout()?;
         let values = binary_row::deserialize(partition, &layout.partition_types).map_err(|e| {
-            CorruptSnafu { path: self.inner.path.clone(), message: format!("partition row: {e}") }.build()
+            CorruptSnafu {
+                path: self.inner.path.clone(),
+                message: format!("partition row: {e}"),
+            }
+            .build()
         })?;
-        let dir = partition_path(&layout.schema.partition_keys, &values, self.options().partition_default_name());
+        let dir = partition_path(
+            &layout.schema.partition_keys,
+            &values,
+            self.options().partition_default_name(),
+        );
         Ok(format!("{}/{dir}bucket-{bucket}", self.inner.path))
     }
 
@@ -143,18 +166,28 @@ impl Table {
         overwrite: Option<Overwrite>,
     ) -> Result<CommitOutcome> {
         if let Some(ow) = &overwrite {
-            commit::validate_overwrite(ow, &self.schema().partition_keys, &self.identifier().to_string())?;
+            commit::validate_overwrite(
+                ow,
+                &self.schema().partition_keys,
+                &self.identifier().to_string(),
+            )?;
         }
         let mut w = self.new_write(options)?;
         for b in batches {
             w.write(b).await?;
         }
         let messages = w.prepare_commit().await?;
-        self.new_commit(uuid::Uuid::new_v4().to_string()).commit(messages, BATCH_COMMIT_IDENTIFIER, overwrite).await
+        self.new_commit(uuid::Uuid::new_v4().to_string())
+            .commit(messages, BATCH_COMMIT_IDENTIFIER, overwrite)
+            .await
     }
 
     /// Reads the whole table at `selector` with an optional projection.
-    pub async fn read_all(&self, selector: SnapshotSelector, projection: Option<&[String]>) -> Result<Vec<RecordBatch>> {
+    pub async fn read_all(
+        &self,
+        selector: SnapshotSelector,
+        projection: Option<&[String]>,
+    ) -> Result<Vec<RecordBatch>> {
         let plan = self.new_scan().snapshot(selector).plan().await?;
         self.new_read(projection)?.collect(plan).await
     }

@@ -41,7 +41,10 @@ impl TableRead {
                 .collect::<Result<Vec<_>>>()?,
         };
         if layout.is_primary_key_table()
-            && matches!(layout.merge_engine, MergeEngine::PartialUpdate | MergeEngine::Aggregation)
+            && matches!(
+                layout.merge_engine,
+                MergeEngine::PartialUpdate | MergeEngine::Aggregation
+            )
         {
             return UnsupportedSnafu {
                 message: format!(
@@ -52,10 +55,17 @@ impl TableRead {
             }
             .fail();
         }
-        let output_schema = Arc::new(
-            layout.arrow_schema.project(&projection).context(ArrowSnafu { context: "projecting the schema" })?,
-        );
-        Ok(Self { table, layout, projection, output_schema })
+        let output_schema = Arc::new(layout.arrow_schema.project(&projection).context(
+            ArrowSnafu {
+                context: "projecting the schema",
+            },
+        )?);
+        Ok(Self {
+            table,
+            layout,
+            projection,
+            output_schema,
+        })
     }
 
     pub fn schema(&self) -> SchemaRef {
@@ -97,7 +107,9 @@ impl TableRead {
                 }
             }
             cols.extend(values.iter().map(|v| v + offset));
-            let schema = Arc::new(layout.file_schema.project(&cols).context(ArrowSnafu { context: "projecting" })?);
+            let schema = Arc::new(layout.file_schema.project(&cols).context(ArrowSnafu {
+                context: "projecting",
+            })?);
             (schema, values)
         } else {
             (Arc::clone(&self.output_schema), self.projection.clone())
@@ -114,7 +126,11 @@ impl TableRead {
                 data_file::decode(&path, bytes, &target)
             }
         });
-        let runs: Vec<RecordBatch> = futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
+        let runs: Vec<RecordBatch> = futures::future::try_join_all(reads)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
         if !pk {
             return Ok(runs);
         }
@@ -129,12 +145,20 @@ impl TableRead {
             engine: layout.merge_engine,
             keep_retracts: false,
         };
-        let Some(merged) = merge_runs(&runs, &spec)? else { return Ok(vec![]) };
+        let Some(merged) = merge_runs(&runs, &spec)? else {
+            return Ok(vec![]);
+        };
         let out_cols: Vec<usize> = (0..self.projection.len()).map(|i| k + 2 + i).collect();
-        let projected = merged.project(&out_cols).context(ArrowSnafu { context: "projecting merged rows" })?;
-        let batch = RecordBatch::try_new(Arc::clone(&self.output_schema), projected.columns().to_vec())
-            .context(ArrowSnafu { context: "merged rows" })?;
+        let projected = merged.project(&out_cols).context(ArrowSnafu {
+            context: "projecting merged rows",
+        })?;
+        let batch = RecordBatch::try_new(
+            Arc::clone(&self.output_schema),
+            projected.columns().to_vec(),
+        )
+        .context(ArrowSnafu {
+            context: "merged rows",
+        })?;
         Ok(vec![batch])
     }
 }
-

@@ -49,7 +49,11 @@ pub struct ScanBuilder {
 
 impl ScanBuilder {
     pub(crate) fn new(table: Table) -> Self {
-        Self { table, selector: SnapshotSelector::Latest, partition_filter: vec![] }
+        Self {
+            table,
+            selector: SnapshotSelector::Latest,
+            partition_filter: vec![],
+        }
     }
 
     pub fn snapshot(mut self, selector: SnapshotSelector) -> Self {
@@ -74,50 +78,74 @@ impl ScanBuilder {
                 Some(s) => Some(s),
                 None => {
                     return NotFoundSnafu {
-                        message: format!("table {} has no snapshot at or before timestamp {t}", table.identifier()),
+                        message: format!(
+                            "table {} has no snapshot at or before timestamp {t}",
+                            table.identifier()
+                        ),
                     }
                     .fail()
                 }
             },
         };
-        let Some(snapshot) = snapshot else { return Ok(Plan { snapshot: None, splits: vec![] }) };
+        let Some(snapshot) = snapshot else {
+            return Ok(Plan {
+                snapshot: None,
+                splits: vec![],
+            });
+        };
         let layout = table.layout()?;
         let keys = &layout.schema.partition_keys;
         let mut filter: Vec<(usize, &Datum)> = Vec::new();
         for (k, v) in &self.partition_filter {
             match keys.iter().position(|p| p == k) {
                 Some(i) => filter.push((i, v)),
-                None => return invalid!("table {}: '{k}' is not a partition key", table.identifier()),
+                None => {
+                    return invalid!("table {}: '{k}' is not a partition key", table.identifier())
+                }
             }
         }
         // First-row tables (like Paimon's batch scans) only show compacted files.
-        let skip_level0 = layout.is_primary_key_table() && layout.merge_engine == MergeEngine::FirstRow;
+        let skip_level0 =
+            layout.is_primary_key_table() && layout.merge_engine == MergeEngine::FirstRow;
         let mut groups: BTreeMap<(Vec<u8>, i32), Vec<DataFileMeta>> = BTreeMap::new();
         for e in table.manifest_manager().live_entries(&snapshot).await? {
             if skip_level0 && e.file.level == 0 {
                 continue;
             }
             if !filter.is_empty() {
-                let values = binary_row::deserialize(&e.partition, &layout.partition_types).map_err(|err| {
-                    crate::error::CorruptSnafu {
-                        path: format!("{} snapshot {}", table.identifier(), snapshot.id),
-                        message: format!("partition row: {err}"),
-                    }
-                    .build()
-                })?;
-                let keep = filter
-                    .iter()
-                    .all(|(i, v)| values.get(*i).is_some_and(|x| x.compare(v) == Some(std::cmp::Ordering::Equal)));
+                let values = binary_row::deserialize(&e.partition, &layout.partition_types)
+                    .map_err(|err| {
+                        crate::error::CorruptSnafu {
+                            path: format!("{} snapshot {}", table.identifier(), snapshot.id),
+                            message: format!("partition row: {err}"),
+                        }
+                        .build()
+                    })?;
+                let keep = filter.iter().all(|(i, v)| {
+                    values
+                        .get(*i)
+                        .is_some_and(|x| x.compare(v) == Some(std::cmp::Ordering::Equal))
+                });
                 if !keep {
                     continue;
                 }
             }
-            groups.entry((e.partition, e.bucket)).or_default().push(e.file);
+            groups
+                .entry((e.partition, e.bucket))
+                .or_default()
+                .push(e.file);
         }
         let splits = groups
             .into_iter()
-            .map(|((partition, bucket), files)| Split { partition, bucket, files })
+            .map(|((partition, bucket), files)| Split {
+                partition,
+                bucket,
+                files,
+            })
             .collect();
-        Ok(Plan { snapshot: Some(snapshot), splits })
+        Ok(Plan {
+            snapshot: Some(snapshot),
+            splits,
+        })
     }
 }

@@ -37,7 +37,11 @@ type BucketId = (Vec<u8>, i32);
 #[derive(Debug)]
 enum BucketWriter {
     Kv(WriteBuffer),
-    Append { batches: Vec<RecordBatch>, rows: usize, next_sequence: i64 },
+    Append {
+        batches: Vec<RecordBatch>,
+        rows: usize,
+        next_sequence: i64,
+    },
 }
 
 /// Options of one writer session.
@@ -104,14 +108,18 @@ impl TableWrite {
         }
         for ((partition, bucket), rows) in groups {
             let indices = UInt32Array::from(rows);
-            let part = take_record_batch(&values, &indices).context(ArrowSnafu { context: "routing rows" })?;
+            let part = take_record_batch(&values, &indices).context(ArrowSnafu {
+                context: "routing rows",
+            })?;
             let id = (partition, bucket);
             let writer = self.writer(&id);
             match writer {
                 BucketWriter::Kv(buf) => {
                     let k = match &kinds {
                         Some(k) => arrow::compute::take(k, &indices, None)
-                            .context(ArrowSnafu { context: "routing row kinds" })?
+                            .context(ArrowSnafu {
+                                context: "routing row kinds",
+                            })?
                             .as_primitive::<arrow::datatypes::Int8Type>()
                             .clone(),
                         None => Int8Array::from(vec![RowKind::Insert as i8; part.num_rows()]),
@@ -146,14 +154,24 @@ impl TableWrite {
         let mut messages: Vec<CommitMessage> = self
             .pending
             .drain()
-            .map(|((partition, bucket), new_files)| CommitMessage { partition, bucket, total_buckets, new_files })
+            .map(|((partition, bucket), new_files)| CommitMessage {
+                partition,
+                bucket,
+                total_buckets,
+                new_files,
+            })
             .collect();
         messages.sort_by(|a, b| (&a.partition, a.bucket).cmp(&(&b.partition, b.bucket)));
         Ok(messages)
     }
 
     fn writer(&mut self, id: &BucketId) -> &mut BucketWriter {
-        let next = self.restored.as_ref().and_then(|r| r.get(id)).map(|s| s + 1).unwrap_or(0);
+        let next = self
+            .restored
+            .as_ref()
+            .and_then(|r| r.get(id))
+            .map(|s| s + 1)
+            .unwrap_or(0);
         let layout = &self.layout;
         self.writers.entry(id.clone()).or_insert_with(|| {
             if layout.is_primary_key_table() {
@@ -163,14 +181,22 @@ impl TableWrite {
                     layout.key_indices.clone(),
                     MergeSpec {
                         key_count: layout.key_indices.len(),
-                        sequence_columns: layout.sequence_field_indices.iter().map(|i| i + offset).collect(),
+                        sequence_columns: layout
+                            .sequence_field_indices
+                            .iter()
+                            .map(|i| i + offset)
+                            .collect(),
                         engine: layout.merge_engine,
                         keep_retracts: true,
                     },
                     next,
                 ))
             } else {
-                BucketWriter::Append { batches: vec![], rows: 0, next_sequence: next }
+                BucketWriter::Append {
+                    batches: vec![],
+                    rows: 0,
+                    next_sequence: next,
+                }
             }
         })
     }
@@ -178,7 +204,11 @@ impl TableWrite {
     async fn spill(&mut self, id: &BucketId) -> Result<()> {
         let (batch, seq_range) = match self.writers.get_mut(id) {
             Some(BucketWriter::Kv(buf)) => (buf.take_sorted_run()?, None),
-            Some(BucketWriter::Append { batches, rows, next_sequence }) => {
+            Some(BucketWriter::Append {
+                batches,
+                rows,
+                next_sequence,
+            }) => {
                 let taken = std::mem::take(batches);
                 let n = *rows as i64;
                 *rows = 0;
@@ -187,8 +217,10 @@ impl TableWrite {
                 } else {
                     let range = (*next_sequence, *next_sequence + n - 1);
                     *next_sequence += n;
-                    let b = concat_batches(&self.layout.arrow_schema, &taken)
-                        .context(ArrowSnafu { context: "concatenating appended rows" })?;
+                    let b =
+                        concat_batches(&self.layout.arrow_schema, &taken).context(ArrowSnafu {
+                            context: "concatenating appended rows",
+                        })?;
                     (Some(b), Some(range))
                 }
             }
@@ -196,7 +228,8 @@ impl TableWrite {
         };
         let Some(batch) = batch else { return Ok(()) };
         let name = self.namer.next("data-", ".parquet");
-        let (bytes, meta) = data_file::encode(&self.layout, &batch, name, 0, seq_range, now_millis())?;
+        let (bytes, meta) =
+            data_file::encode(&self.layout, &batch, name, 0, seq_range, now_millis())?;
         let path = format!("{}/{}", self.table.bucket_dir(&id.0, id.1)?, meta.file_name);
         self.table.io().write(&path, bytes).await?;
         self.pending.entry(id.clone()).or_default().push(meta);
@@ -205,9 +238,16 @@ impl TableWrite {
 
     async fn restore_sequences(&self) -> Result<HashMap<BucketId, i64>> {
         let mut max: HashMap<BucketId, i64> = HashMap::new();
-        let Some(snapshot) = self.table.snapshot_manager().latest().await? else { return Ok(max) };
+        let Some(snapshot) = self.table.snapshot_manager().latest().await? else {
+            return Ok(max);
+        };
         let total = self.layout.total_buckets();
-        for e in self.table.manifest_manager().live_entries(&snapshot).await? {
+        for e in self
+            .table
+            .manifest_manager()
+            .live_entries(&snapshot)
+            .await?
+        {
             if total > 0 && e.total_buckets > 0 && e.total_buckets != total {
                 return invalid!(
                     "table {} has files written with {} buckets but its schema says {total}; rescaling is not supported",
@@ -241,21 +281,45 @@ impl TableWrite {
                     }
                     .build()
                 })?,
-                None if field.data_type.nullable => arrow::array::new_null_array(target.data_type(), batch.num_rows()),
-                None => return invalid!("table {table}: column '{}' is NOT NULL and missing from the input", field.name),
+                None if field.data_type.nullable => {
+                    arrow::array::new_null_array(target.data_type(), batch.num_rows())
+                }
+                None => {
+                    return invalid!(
+                        "table {table}: column '{}' is NOT NULL and missing from the input",
+                        field.name
+                    )
+                }
             };
             if !field.data_type.nullable && col.null_count() > 0 {
-                let what = if schema.primary_keys.contains(&field.name) { "primary key column" } else { "NOT NULL column" };
-                return invalid!("table {table}: {what} '{}' has {} null value(s)", field.name, col.null_count());
+                let what = if schema.primary_keys.contains(&field.name) {
+                    "primary key column"
+                } else {
+                    "NOT NULL column"
+                };
+                return invalid!(
+                    "table {table}: {what} '{}' has {} null value(s)",
+                    field.name,
+                    col.null_count()
+                );
             }
             columns.push(col);
         }
-        let values = RecordBatch::try_new(Arc::clone(&self.layout.arrow_schema), columns)
-            .context(ArrowSnafu { context: format!("table {table}: input does not match the schema") })?;
+        let values = RecordBatch::try_new(Arc::clone(&self.layout.arrow_schema), columns).context(
+            ArrowSnafu {
+                context: format!("table {table}: input does not match the schema"),
+            },
+        )?;
 
-        let kind_col = match (&self.options.row_kind_column, self.layout.rowkind_field_index) {
+        let kind_col = match (
+            &self.options.row_kind_column,
+            self.layout.rowkind_field_index,
+        ) {
             (Some(name), _) => Some((name.clone(), batch.column_by_name(name).cloned())),
-            (None, Some(i)) => Some((schema.fields[i].name.clone(), Some(Arc::clone(values.column(i))))),
+            (None, Some(i)) => Some((
+                schema.fields[i].name.clone(),
+                Some(Arc::clone(values.column(i))),
+            )),
             (None, None) => None,
         };
         let Some((name, col)) = kind_col else {
@@ -265,16 +329,27 @@ impl TableWrite {
             return invalid!("table {table}: row-kind column '{name}' is missing from the input");
         };
         let strings = cast(&col, &ArrowType::Utf8).map_err(|_| {
-            crate::error::InvalidArgumentSnafu { message: format!("table {table}: row-kind column '{name}' must be a string column") }.build()
+            crate::error::InvalidArgumentSnafu {
+                message: format!("table {table}: row-kind column '{name}' must be a string column"),
+            }
+            .build()
         })?;
         let strings = strings.as_string::<i32>();
         let mut kinds = Vec::with_capacity(strings.len());
         for i in 0..strings.len() {
-            let kind = if strings.is_null(i) { None } else { RowKind::from_short_string(strings.value(i)) };
+            let kind = if strings.is_null(i) {
+                None
+            } else {
+                RowKind::from_short_string(strings.value(i))
+            };
             match kind {
                 Some(k) => kinds.push(k),
                 None => {
-                    let shown = if strings.is_null(i) { "NULL" } else { strings.value(i) };
+                    let shown = if strings.is_null(i) {
+                        "NULL"
+                    } else {
+                        strings.value(i)
+                    };
                     return invalid!("table {table}: row {i} has row kind '{shown}' in column '{name}'; expected +I, -U, +U or -D");
                 }
             }
@@ -284,9 +359,17 @@ impl TableWrite {
             return invalid!("table {table} is an append table; it cannot take -U/-D rows");
         }
         if has_retract && self.layout.ignore_delete {
-            let keep = arrow::array::BooleanArray::from(kinds.iter().map(|k| !k.is_retract()).collect::<Vec<_>>());
-            let values = filter_record_batch(&values, &keep).context(ArrowSnafu { context: "dropping deletes" })?;
-            let kinds: Vec<i8> = kinds.iter().filter(|k| !k.is_retract()).map(|k| *k as i8).collect();
+            let keep = arrow::array::BooleanArray::from(
+                kinds.iter().map(|k| !k.is_retract()).collect::<Vec<_>>(),
+            );
+            let values = filter_record_batch(&values, &keep).context(ArrowSnafu {
+                context: "dropping deletes",
+            })?;
+            let kinds: Vec<i8> = kinds
+                .iter()
+                .filter(|k| !k.is_retract())
+                .map(|k| *k as i8)
+                .collect();
             return Ok((values, Some(Int8Array::from(kinds))));
         }
         if has_retract && self.layout.merge_engine == MergeEngine::FirstRow {
@@ -309,7 +392,12 @@ impl TableWrite {
             let mut seen: HashMap<Vec<u8>, u32> = HashMap::new();
             for (i, slot) in partition_of_row.iter_mut().enumerate() {
                 w.reset(layout.partition_indices.len());
-                for (pos, (&c, ty)) in layout.partition_indices.iter().zip(&layout.partition_types).enumerate() {
+                for (pos, (&c, ty)) in layout
+                    .partition_indices
+                    .iter()
+                    .zip(&layout.partition_types)
+                    .enumerate()
+                {
                     write_field(&mut w, pos, values.column(c), i, ty)?;
                 }
                 let bytes = w.serialized();
@@ -324,10 +412,15 @@ impl TableWrite {
         let mut groups: HashMap<(u32, i32), Vec<u32>> = HashMap::new();
         match layout.bucket_mode {
             BucketMode::Fixed(num) => {
-                let types: Vec<_> = layout.bucket_key_indices.iter().map(|&i| layout.schema.fields[i].data_type).collect();
+                let types: Vec<_> = layout
+                    .bucket_key_indices
+                    .iter()
+                    .map(|&i| layout.schema.fields[i].data_type)
+                    .collect();
                 for (i, &p) in partition_of_row.iter().enumerate() {
                     w.reset(types.len());
-                    for (pos, (&c, ty)) in layout.bucket_key_indices.iter().zip(&types).enumerate() {
+                    for (pos, (&c, ty)) in layout.bucket_key_indices.iter().zip(&types).enumerate()
+                    {
                         write_field(&mut w, pos, values.column(c), i, ty)?;
                     }
                     let bucket = binary_row::bucket_of(w.hash_code(), num);
@@ -340,8 +433,10 @@ impl TableWrite {
                 }
             }
         }
-        let mut out: Vec<_> =
-            groups.into_iter().map(|((p, b), rows)| ((partitions[p as usize].clone(), b), rows)).collect();
+        let mut out: Vec<_> = groups
+            .into_iter()
+            .map(|((p, b), rows)| ((partitions[p as usize].clone(), b), rows))
+            .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
@@ -363,13 +458,19 @@ fn conform_column(col: &ArrayRef, target: &ArrowType) -> std::result::Result<Arr
         (Utf8View | LargeUtf8, Utf8) | (BinaryView | LargeBinary, Binary) => true,
         (Dictionary(_, v), t) => v.as_ref() == t,
         (Timestamp(_, a), Timestamp(_, b)) => a.is_some() == b.is_some(),
-        (Decimal128(p, s), Decimal128(tp, ts)) => s <= ts && (*p as i16 - *s as i16) <= (*tp as i16 - *ts as i16),
+        (Decimal128(p, s), Decimal128(tp, ts)) => {
+            s <= ts && (*p as i16 - *s as i16) <= (*tp as i16 - *ts as i16)
+        }
         (Int8 | Int16 | Int32 | Int64, Decimal128(_, _)) => true,
         _ => false,
     };
     if !safe {
         return Err(format!("has type {from}, the table expects {target}"));
     }
-    let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
-    arrow::compute::cast_with_options(col, target, &options).map_err(|e| format!("cannot convert {from} to {target}: {e}"))
+    let options = arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    arrow::compute::cast_with_options(col, target, &options)
+        .map_err(|e| format!("cannot convert {from} to {target}: {e}"))
 }

@@ -1,1 +1,11 @@
-fn main(){}
+//! tidelake's integration tests: one binary (each extra test binary would re-link the tree).
+
+// Tests prepare and inspect warehouses directly on disk; blocking there is fine.
+#![allow(clippy::disallowed_methods)]
+
+mod bad_input;
+mod common;
+mod concurrency;
+mod fixtures;
+mod interop;
+mod model;

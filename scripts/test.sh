@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs every test: formatting, lints, unit and integration tests (including the interop tests that
+# drive pypaimon 2.1.0 from the Python environment this script creates once and reuses).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=$(bash scripts/setup-python.sh | tail -n 1)
+export TIDELAKE_PYTHON="$PWD/$PY"
+export TIDELAKE_FIXTURES="${TIDELAKE_FIXTURES:-$PWD/../shared/fixtures/paimon-2.1}"
+cargo fmt --all -- --check
+cargo clippy --all-targets --quiet -- -D warnings
+cargo test --all-targets

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""pypaimon 2.1 as the second implementation of the format, driven by tidelake's interop tests.
+
+Commands (all print one JSON document on stdout):
+  read WH TABLE [--snapshot N]          rows of a snapshot: {"columns": [...], "rows": [[...], ...]}
+  snapshots WH TABLE                     snapshot ids
+  create WH TABLE SPEC_JSON              SPEC = {"columns": [[name, type, nullable]], "primary_keys": [],
+                                                 "partition_keys": [], "options": {}}
+  write WH TABLE ROWS_JSON               one batch write + commit of rows (list of dicts)
+  buckets WH TABLE                       {"<key json>": bucket} from the _KEY_ columns of every data file
+  check-avro FILE...                     decodes Avro files with fastavro; prints record counts
+"""
+import glob, json, os, sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pypaimon import CatalogFactory, Schema
+
+TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "float64": pa.float64(),
+         "bool": pa.bool_(), "int16": pa.int16(), "int8": pa.int8()}
+
+
+def catalog(wh):
+    return CatalogFactory.create({"warehouse": "file://" + os.path.abspath(wh)})
+
+
+def read(wh, name, snapshot=None):
+    table = catalog(wh).get_table(name)
+    if snapshot is not None:
+        table = table.copy({"scan.snapshot-id": str(snapshot)})
+    rb = table.new_read_builder()
+    t = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+    cols = [f.name for f in table.fields] if hasattr(table, "fields") else t.column_names
+    if t is None:
+        return {"columns": cols, "rows": []}
+    cols = t.column_names
+    return {"columns": cols, "rows": [list(r.values()) for r in t.to_pylist()]}
+
+
+def main():
+    cmd, wh = sys.argv[1], sys.argv[2]
+    if cmd == "check-avro":
+        import fastavro
+        out = {}
+        for f in sys.argv[2:]:
+            with open(f, "rb") as fh:
+                out[os.path.basename(f)] = sum(1 for _ in fastavro.reader(fh))
+        print(json.dumps(out))
+        return
+    name = sys.argv[3]
+    if cmd == "read":
+        snap = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[4] == "--snapshot" else None
+        print(json.dumps(read(wh, name, snap), default=str))
+    elif cmd == "snapshots":
+        d = os.path.join(wh, name.replace(".", ".db/", 1), "snapshot")
+        print(json.dumps(sorted(int(f[9:]) for f in os.listdir(d) if f.startswith("snapshot-"))))
+    elif cmd == "create":
+        spec = json.loads(sys.argv[4])
+        cat = catalog(wh)
+        cat.create_database(name.split(".")[0], True)
+        schema = pa.schema([pa.field(n, TYPES[t], nullable=nl) for n, t, nl in spec["columns"]])
+        cat.create_table(name, Schema.from_pyarrow_schema(schema, partition_keys=spec.get("partition_keys", []),
+                         primary_keys=spec.get("primary_keys", []), options=spec.get("options", {})), False)
+        print(json.dumps("ok"))
+    elif cmd == "write":
+        rows = json.loads(sys.argv[4])
+        table = catalog(wh).get_table(name)
+        fields = table.table_schema.fields
+        schema = pa.schema([pa.field(f.name, pa_type(f.type)) for f in fields])
+        wb = table.new_batch_write_builder(); w = wb.new_write(); c = wb.new_commit()
+        w.write_arrow(pa.Table.from_pylist(rows, schema=schema)); c.commit(w.prepare_commit()); w.close(); c.close()
+        print(json.dumps("ok"))
+    elif cmd == "buckets":
+        root = os.path.join(wh, name.replace(".", ".db/", 1))
+        out = {}
+        for f in glob.glob(os.path.join(root, "**", "bucket-*", "data-*.parquet"), recursive=True):
+            bucket = int(os.path.basename(os.path.dirname(f))[7:])
+            t = pq.read_table(f)
+            keys = [c for c in t.column_names if c.startswith("_KEY_")]
+            for row in t.select(keys).to_pylist():
+                out[json.dumps([row[k] for k in keys])] = bucket
+        print(json.dumps(out))
+    else:
+        raise SystemExit(f"unknown command {cmd}")
+
+
+def pa_type(t):
+    s = str(t).split(" ")[0].upper()
+    return {"BIGINT": pa.int64(), "INT": pa.int32(), "STRING": pa.string(), "DOUBLE": pa.float64(),
+            "BOOLEAN": pa.bool_(), "SMALLINT": pa.int16(), "TINYINT": pa.int8(), "FLOAT": pa.float32()}[s]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+//! Helpers shared by the integration tests: scratch warehouses, rows as JSON values, and the
+//! pypaimon driver.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use arrow::array::RecordBatch;
+use serde_json::Value;
+use tidelake::{Catalog, Identifier, Table, TableDefinition};
+
+/// A catalog over a fresh temporary directory (removed on drop).
+pub(crate) struct Scratch {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) catalog: Catalog,
+}
+
+impl Scratch {
+    pub(crate) fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(dir.path().to_str().unwrap()).unwrap();
+        Self { dir, catalog }
+    }
+
+    pub(crate) fn path(&self) -> &str {
+        self.dir.path().to_str().unwrap()
+    }
+
+    pub(crate) async fn create(
+        &self,
+        name: &str,
+        columns: &str,
+        pk: &[&str],
+        part: &[&str],
+        opts: &[(&str, &str)],
+    ) -> Table {
+        let def = TableDefinition {
+            columns: TableDefinition::parse_columns(columns).unwrap(),
+            primary_keys: pk.iter().map(|s| s.to_string()).collect(),
+            partition_keys: part.iter().map(|s| s.to_string()).collect(),
+            options: opts
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            comment: None,
+        };
+        self.catalog
+            .create_table(&Identifier::parse(name).unwrap(), &def, false)
+            .await
+            .unwrap()
+    }
+}
+
+/// Rows of `batches` as JSON values in column order (nulls explicit).
+pub(crate) fn rows(batches: &[RecordBatch]) -> Vec<Vec<Value>> {
+    let mut out = Vec::new();
+    for b in batches {
+        // Decimals compare as their exact text (pypaimon's side prints Python Decimals as text).
+        let columns = b
+            .columns()
+            .iter()
+            .map(|c| match c.data_type() {
+                arrow::datatypes::DataType::Decimal128(..) => {
+                    arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8).unwrap()
+                }
+                _ => std::sync::Arc::clone(c),
+            })
+            .collect::<Vec<_>>();
+        let fields: Vec<_> = b
+            .schema()
+            .fields()
+            .iter()
+            .zip(&columns)
+            .map(|(f, c)| arrow::datatypes::Field::new(f.name(), c.data_type().clone(), true))
+            .collect();
+        let b = &RecordBatch::try_new(
+            std::sync::Arc::new(arrow::datatypes::Schema::new(fields)),
+            columns,
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        {
+            let mut w = arrow::json::WriterBuilder::new()
+                .with_explicit_nulls(true)
+                .build::<_, arrow::json::writer::LineDelimited>(&mut buf);
+            w.write(b).unwrap();
+            w.finish().unwrap();
+        }
+        let names: Vec<String> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        for line in String::from_utf8(buf).unwrap().lines() {
+            let v: serde_json::Map<String, Value> = serde_json::from_str(line).unwrap();
+            out.push(
+                names
+                    .iter()
+                    .map(|n| normalize(v.get(n).cloned().unwrap_or(Value::Null)))
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// Numbers compare by value: integral floats and integers are the same row value.
+pub(crate) fn normalize(v: Value) -> Value {
+    match &v {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap();
+            if f.fract() == 0.0 && f.abs() < 1e15 {
+                Value::from(f as i64)
+            } else {
+                v
+            }
+        }
+        _ => v,
+    }
+}
+
+pub(crate) fn sorted(mut rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
+    rows.sort_by_key(|r| serde_json::to_string(r).unwrap());
+    rows
+}
+
+pub(crate) async fn read_rows(table: &Table, snapshot: Option<i64>) -> Vec<Vec<Value>> {
+    let sel = match snapshot {
+        Some(id) => tidelake::table::SnapshotSelector::Id(id),
+        None => tidelake::table::SnapshotSelector::Latest,
+    };
+    sorted(rows(&table.read_all(sel, None).await.unwrap()))
+}
+
+/// The Python interpreter with pypaimon 2.1 (`scripts/setup-python.sh` creates it).
+pub(crate) fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("TIDELAKE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(
+        p.exists(),
+        "no Python with pypaimon: run `bash scripts/setup-python.sh` (or set TIDELAKE_PYTHON)"
+    );
+    p
+}
+
+/// Runs `tests/interop/paimon_io.py` and parses its JSON output.
+pub(crate) fn paimon(args: &[&str]) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/paimon_io.py");
+    let out = Command::new(python())
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "pypaimon {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "bad JSON from pypaimon ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// pypaimon's rows of a table (sorted, normalized).
+pub(crate) fn paimon_rows(wh: &str, table: &str, snapshot: Option<i64>) -> Vec<Vec<Value>> {
+    let s = snapshot.map(|s| s.to_string());
+    let mut args = vec!["read", wh, table];
+    if let Some(s) = &s {
+        args.push("--snapshot");
+        args.push(s);
+    }
+    let v = paimon(&args);
+    sorted(
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r.as_array()
+                    .unwrap()
+                    .iter()
+                    .cloned()
+                    .map(normalize)
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+/// The golden fixtures written by pypaimon 2.1.
+pub(crate) fn fixtures_dir() -> PathBuf {
+    match std::env::var("TIDELAKE_FIXTURES") {
+        Ok(p) => PathBuf::from(p),
+        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/paimon-2.1"),
+    }
+}
+
+/// Copies a directory tree (fixtures are read-only; tests that write work on a copy).
+pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+            let mut perm = std::fs::metadata(&target).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            perm.set_readonly(false);
+            std::fs::set_permissions(&target, perm).unwrap();
+        }
+    }
+}
+
+/// A batch from JSON rows with the table's Arrow schema.
+pub(crate) fn batch(table: &Table, json_rows: &[Value]) -> RecordBatch {
+    batch_with_schema(table.arrow_schema().unwrap(), json_rows)
+}
+
+pub(crate) fn batch_with_schema(
+    schema: arrow::datatypes::SchemaRef,
+    json_rows: &[Value],
+) -> RecordBatch {
+    let mut dec = arrow::json::ReaderBuilder::new(schema)
+        .build_decoder()
+        .unwrap();
+    dec.serialize(json_rows).unwrap();
+    dec.flush().unwrap().unwrap()
+}
