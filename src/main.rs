@@ -3,6 +3,11 @@
 
 mod cli;
 
+// The system allocator returns large buffers to the OS and faults them back in on every batch;
+// mimalloc keeps them, which the ingest and scan paths feel (about a tenth of their time).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;

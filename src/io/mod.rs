@@ -81,6 +81,16 @@ impl FileIo {
         })
     }
 
+    /// A warehouse on any `object_store` implementation (S3, a test double, ...). Writes rely on
+    /// the store's own durability and its `PutMode::Create` for write-once files.
+    pub fn from_store(store: Arc<dyn ObjectStore>, uri: impl Into<String>) -> Self {
+        Self {
+            store,
+            local_root: None,
+            uri: uri.into(),
+        }
+    }
+
     /// A fresh in-memory warehouse (tests).
     pub fn memory() -> Self {
         Self {
@@ -133,16 +143,7 @@ impl FileIo {
     async fn put(&self, path: &str, data: Bytes, create: bool) -> Result<bool> {
         if let Some(root) = &self.local_root {
             let target = root.join(path);
-            let path = path.to_string();
-            return tokio::task::spawn_blocking(move || durable_local_put(&target, &data, create))
-                .await
-                .map_err(|e| {
-                    crate::error::InternalSnafu {
-                        message: format!("write task of {path}: {e}"),
-                    }
-                    .build()
-                })?
-                .context(LocalIoSnafu { path });
+            return blocking(path, move || durable_local_put(&target, &data, create)).await;
         }
         let p = Self::store_path(path)?;
         let opts = PutOptions {
@@ -172,15 +173,20 @@ impl FileIo {
             Err(object_store::Error::NotFound { .. }) => return Ok(vec![]),
             Err(e) => return Err(e).context(StorageSnafu { path: dir }),
         };
-        Ok(res
-            .objects
-            .into_iter()
-            .map(|o| FileStatus {
-                path: o.location.to_string(),
-                size: o.size,
-                last_modified_millis: o.last_modified.timestamp_millis(),
-            })
-            .collect())
+        Ok(res.objects.into_iter().map(status).collect())
+    }
+
+    /// Ids of the files `<prefix><id>` directly inside `dir` (e.g. `snapshot-12`), sorted
+    /// numerically; other names are ignored.
+    pub async fn list_numbered(&self, dir: &str, prefix: &str) -> Result<Vec<i64>> {
+        let mut ids: Vec<i64> = self
+            .list(dir)
+            .await?
+            .iter()
+            .filter_map(|f| f.name().strip_prefix(prefix)?.parse().ok())
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
     }
 
     /// Names of the directories directly inside `dir`.
@@ -210,14 +216,7 @@ impl FileIo {
             Err(object_store::Error::NotFound { .. }) => return Ok(vec![]),
             Err(e) => return Err(e).context(StorageSnafu { path: dir }),
         };
-        Ok(objects
-            .into_iter()
-            .map(|o| FileStatus {
-                path: o.location.to_string(),
-                size: o.size,
-                last_modified_millis: o.last_modified.timestamp_millis(),
-            })
-            .collect())
+        Ok(objects.into_iter().map(status).collect())
     }
 
     /// Deletes a file; a missing file is not an error.
@@ -236,18 +235,33 @@ impl FileIo {
         }
         if let Some(root) = &self.local_root {
             let target = root.join(dir);
-            let path = dir.to_string();
-            tokio::task::spawn_blocking(move || remove_dir_all_if_exists(&target))
-                .await
-                .map_err(|e| {
-                    crate::error::InternalSnafu {
-                        message: format!("delete task of {path}: {e}"),
-                    }
-                    .build()
-                })?
-                .context(LocalIoSnafu { path: dir })?;
+            blocking(dir, move || remove_dir_all_if_exists(&target)).await?;
         }
         Ok(())
+    }
+}
+
+/// Runs blocking filesystem work for `path` off the async workers.
+async fn blocking<T: Send + 'static>(
+    path: &str,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| {
+            crate::error::InternalSnafu {
+                message: format!("filesystem task for {path}: {e}"),
+            }
+            .build()
+        })?
+        .context(LocalIoSnafu { path })
+}
+
+fn status(o: object_store::ObjectMeta) -> FileStatus {
+    FileStatus {
+        path: o.location.to_string(),
+        size: o.size,
+        last_modified_millis: o.last_modified.timestamp_millis(),
     }
 }
 

@@ -45,6 +45,78 @@ fn rows_of(batch: &RecordBatch, cols: &[usize], what: &str) -> Result<Rows> {
     })
 }
 
+/// The key as integers when it is a single INT/BIGINT column without sequence fields: sorting
+/// plain integers is several times faster than comparing encoded rows.
+fn int_key(batch: &RecordBatch, spec: &MergeSpec) -> Option<Vec<i64>> {
+    if spec.key_count != 1 || !spec.sequence_columns.is_empty() || batch.column(0).null_count() > 0
+    {
+        return None;
+    }
+    let col = batch.column(0);
+    match col.data_type() {
+        arrow::datatypes::DataType::Int64 => {
+            Some(col.as_primitive::<Int64Type>().values().to_vec())
+        }
+        arrow::datatypes::DataType::Int32 => Some(
+            col.as_primitive::<arrow::datatypes::Int32Type>()
+                .values()
+                .iter()
+                .map(|v| *v as i64)
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Row indices sorted by (key, sequence number), and the end of each run of equal keys.
+fn sort_by_int_key(keys: &[i64], seq: &[i64]) -> (Vec<u32>, Vec<usize>) {
+    let mut order: Vec<(i64, i64, u32)> = (0..keys.len())
+        .map(|i| (keys[i], seq[i], i as u32))
+        .collect();
+    order.sort_unstable();
+    let mut ends = Vec::new();
+    for i in 1..order.len() {
+        if order[i].0 != order[i - 1].0 {
+            ends.push(i);
+        }
+    }
+    ends.push(order.len());
+    (order.into_iter().map(|(_, _, i)| i).collect(), ends)
+}
+
+/// Row indices sorted by (key, sequence fields, sequence number) for any key type.
+fn sort_by_rows(
+    batch: &RecordBatch,
+    spec: &MergeSpec,
+    seq: &[i64],
+) -> Result<(Vec<u32>, Vec<usize>)> {
+    let keys = rows_of(batch, &(0..spec.key_count).collect::<Vec<_>>(), "key")?;
+    let order = if spec.sequence_columns.is_empty() {
+        None
+    } else {
+        Some(rows_of(batch, &spec.sequence_columns, "sequence field")?)
+    };
+    let mut idx: Vec<u32> = (0..batch.num_rows() as u32).collect();
+    idx.sort_unstable_by(|&a, &b| {
+        let (a, b) = (a as usize, b as usize);
+        keys.row(a)
+            .cmp(&keys.row(b))
+            .then_with(|| match &order {
+                Some(o) => o.row(a).cmp(&o.row(b)),
+                None => std::cmp::Ordering::Equal,
+            })
+            .then_with(|| seq[a].cmp(&seq[b]))
+    });
+    let mut ends = Vec::new();
+    for i in 1..idx.len() {
+        if keys.row(idx[i] as usize) != keys.row(idx[i - 1] as usize) {
+            ends.push(i);
+        }
+    }
+    ends.push(idx.len());
+    Ok((idx, ends))
+}
+
 /// Merges `runs` (any number of batches, in any order, each in data-file layout) into one batch
 /// sorted by key with one record per surviving key.
 pub fn merge_runs(runs: &[RecordBatch], spec: &MergeSpec) -> Result<Option<RecordBatch>> {
@@ -62,36 +134,16 @@ pub fn merge_runs(runs: &[RecordBatch], spec: &MergeSpec) -> Result<Option<Recor
         return Ok(None);
     }
     let k = spec.key_count;
-    let keys = rows_of(&batch, &(0..k).collect::<Vec<_>>(), "key")?;
-    let order = if spec.sequence_columns.is_empty() {
-        None
-    } else {
-        Some(rows_of(&batch, &spec.sequence_columns, "sequence field")?)
-    };
     let seq = batch.column(k).as_primitive::<Int64Type>().values();
     let kinds = batch.column(k + 1).as_primitive::<Int8Type>().values();
-
-    let mut idx: Vec<u32> = (0..batch.num_rows() as u32).collect();
-    idx.sort_unstable_by(|&a, &b| {
-        let (a, b) = (a as usize, b as usize);
-        keys.row(a)
-            .cmp(&keys.row(b))
-            .then_with(|| match &order {
-                Some(o) => o.row(a).cmp(&o.row(b)),
-                None => std::cmp::Ordering::Equal,
-            })
-            .then_with(|| seq[a].cmp(&seq[b]))
-    });
-
+    let (idx, group_ends) = match int_key(&batch, spec) {
+        Some(keys) => sort_by_int_key(&keys, seq),
+        None => sort_by_rows(&batch, spec, seq)?,
+    };
     let is_retract = |i: usize| RowKind::from_byte(kinds[i]).is_some_and(|k| k.is_retract());
     let mut out: Vec<u32> = Vec::with_capacity(idx.len());
     let mut start = 0;
-    while start < idx.len() {
-        let key = keys.row(idx[start] as usize);
-        let mut end = start + 1;
-        while end < idx.len() && keys.row(idx[end] as usize) == key {
-            end += 1;
-        }
+    for &end in &group_ends {
         let group = &idx[start..end];
         let winner = match spec.engine {
             MergeEngine::Deduplicate => group.last().copied(),
@@ -175,6 +227,31 @@ mod tests {
             ..spec
         };
         assert_eq!(values(&merge_runs(&[a, b], &keep).unwrap()).len(), 4);
+    }
+
+    #[test]
+    fn integer_fast_path_orders_like_row_encoding() {
+        let mut rows = Vec::new();
+        let mut x: u64 = 7;
+        for seq in 0..500 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            rows.push((((x >> 33) % 40) as i64 - 20, seq, 0i8, "v"));
+        }
+        let batch = run(&rows);
+        let spec = MergeSpec {
+            key_count: 1,
+            sequence_columns: vec![],
+            engine: MergeEngine::Deduplicate,
+            keep_retracts: false,
+        };
+        let seq = batch.column(1).as_primitive::<Int64Type>().values();
+        let keys = int_key(&batch, &spec).unwrap();
+        assert_eq!(
+            sort_by_int_key(&keys, seq),
+            sort_by_rows(&batch, &spec, seq).unwrap()
+        );
     }
 
     #[test]

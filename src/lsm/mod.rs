@@ -9,4 +9,4 @@ pub mod merge;
 pub mod write_buffer;
 
 pub use merge::{merge_runs, MergeSpec};
-pub use write_buffer::WriteBuffer;
+pub use write_buffer::{PendingRun, WriteBuffer};

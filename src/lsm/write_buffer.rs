@@ -77,10 +77,30 @@ impl WriteBuffer {
         Ok(())
     }
 
-    /// Drains the buffer into one merged run sorted by key (`None` when empty).
-    pub fn take_sorted_run(&mut self) -> Result<Option<RecordBatch>> {
-        let batches = std::mem::take(&mut self.batches);
+    /// Drains the buffer; merging the drained records into a sorted run is left to
+    /// [`PendingRun::merge`] so that CPU work can run off the writer's task.
+    pub fn take_run(&mut self) -> Option<PendingRun> {
+        if self.batches.is_empty() {
+            return None;
+        }
         self.rows = 0;
-        merge_runs(&batches, &self.spec)
+        Some(PendingRun {
+            batches: std::mem::take(&mut self.batches),
+            spec: self.spec.clone(),
+        })
+    }
+}
+
+/// Records drained from a [`WriteBuffer`], not yet sorted and merged.
+#[derive(Debug)]
+pub struct PendingRun {
+    batches: Vec<RecordBatch>,
+    spec: MergeSpec,
+}
+
+impl PendingRun {
+    /// One merged batch sorted by key, each key once (`None` when nothing survives).
+    pub fn merge(self) -> Result<Option<RecordBatch>> {
+        merge_runs(&self.batches, &self.spec)
     }
 }

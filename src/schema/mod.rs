@@ -32,15 +32,7 @@ impl SchemaManager {
 
     /// Schema ids present, sorted numerically.
     pub async fn list_ids(&self) -> Result<Vec<i64>> {
-        let mut ids: Vec<i64> = self
-            .io
-            .list(&self.dir())
-            .await?
-            .iter()
-            .filter_map(|f| f.name().strip_prefix("schema-")?.parse().ok())
-            .collect();
-        ids.sort_unstable();
-        Ok(ids)
+        self.io.list_numbered(&self.dir(), "schema-").await
     }
 
     /// The newest schema, or `None` when the table has none (it does not exist).

@@ -36,15 +36,7 @@ impl SnapshotManager {
 
     /// Snapshot ids present, sorted numerically (`snapshot-10` after `snapshot-9`).
     pub async fn list_ids(&self) -> Result<Vec<i64>> {
-        let mut ids: Vec<i64> = self
-            .io
-            .list(&self.dir())
-            .await?
-            .iter()
-            .filter_map(|f| f.name().strip_prefix("snapshot-")?.parse().ok())
-            .collect();
-        ids.sort_unstable();
-        Ok(ids)
+        self.io.list_numbered(&self.dir(), "snapshot-").await
     }
 
     async fn read_hint(&self, name: &str) -> Option<i64> {

@@ -122,6 +122,13 @@ impl<'a> CoreOptions<'a> {
             .unwrap_or("__DEFAULT_PARTITION__")
     }
 
+    /// `partition.legacy-name` (default true): how partition values are rendered in paths.
+    pub fn partition_legacy_name(&self) -> bool {
+        !self
+            .get("partition.legacy-name")
+            .is_some_and(|v| v.eq_ignore_ascii_case("false"))
+    }
+
     /// Rows a bucket writer buffers before it spills a level-0 file (tidelake's own option; Paimon
     /// sizes the buffer in bytes with `write-buffer-size`).
     pub fn write_buffer_rows(&self) -> usize {

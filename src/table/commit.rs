@@ -243,7 +243,7 @@ impl TableCommit {
             };
             let lost = match sm.try_publish(&snapshot).await {
                 Ok(true) => {
-                    sm.write_latest_hint(next_id).await;
+                    self.after_publish(next_id).await;
                     return Ok(CommitOutcome::Committed(next_id));
                 }
                 Ok(false) => true,
@@ -251,7 +251,7 @@ impl TableCommit {
                     // Ambiguous: the put may have landed. The snapshot file decides.
                     match sm.try_snapshot(next_id).await {
                         Ok(Some(s)) if s.uuid == snapshot.uuid => {
-                            sm.write_latest_hint(next_id).await;
+                            self.after_publish(next_id).await;
                             return Ok(CommitOutcome::Committed(next_id));
                         }
                         Ok(Some(_)) => true,
@@ -276,6 +276,15 @@ impl TableCommit {
                 .fail();
             }
             tokio::time::sleep(backoff(attempt)).await;
+        }
+    }
+
+    /// Hints after a successful publish: `LATEST` always, `EARLIEST` for a table's first snapshot.
+    async fn after_publish(&self, id: i64) {
+        let sm = self.table.snapshot_manager();
+        sm.write_latest_hint(id).await;
+        if id == 1 {
+            sm.write_earliest_hint(1).await;
         }
     }
 

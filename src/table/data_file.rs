@@ -6,11 +6,13 @@ use std::sync::Arc;
 use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{Int64Type, Int8Type, SchemaRef};
+use arrow::row::{RowConverter, SortField};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 use snafu::ResultExt;
 
 use super::layout::{datum_at, TableLayout};
@@ -27,12 +29,18 @@ pub fn encode(
     sequence_range: Option<(i64, i64)>,
     now_millis: i64,
 ) -> Result<(Bytes, DataFileMeta)> {
-    let props = WriterProperties::builder()
+    let mut props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(1).context(ParquetSnafu { path: &file_name })?,
         ))
-        .set_max_row_group_row_count(Some(256 * 1024))
-        .build();
+        .set_max_row_group_row_count(Some(256 * 1024));
+    for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
+        if !dictionary_worthwhile(col) {
+            props =
+                props.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
+        }
+    }
+    let props = props.build();
     let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 3);
     let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))
         .context(ParquetSnafu { path: &file_name })?;
@@ -107,6 +115,25 @@ pub fn encode(
         write_cols: None,
     };
     Ok((Bytes::from(buf), meta))
+}
+
+/// Whether dictionary encoding can pay off for a column: decided on a sample, since interning
+/// mostly-unique values (ids, free text) costs more than it saves and Parquet only falls back after
+/// the dictionary page is full.
+fn dictionary_worthwhile(col: &ArrayRef) -> bool {
+    const SAMPLE: usize = 2048;
+    if col.len() < 64 {
+        return true;
+    }
+    let sample = col.slice(0, col.len().min(SAMPLE));
+    let Ok(conv) = RowConverter::new(vec![SortField::new(sample.data_type().clone())]) else {
+        return true;
+    };
+    let Ok(rows) = conv.convert_columns(&[sample]) else {
+        return true;
+    };
+    let distinct: std::collections::HashSet<_> = rows.iter().collect();
+    distinct.len() * 2 <= rows.num_rows()
 }
 
 /// Min and max of a column, as Datums (Null when every value is null).

@@ -30,7 +30,7 @@ use crate::manifest::ManifestManager;
 use crate::schema::SchemaManager;
 use crate::snapshot::SnapshotManager;
 use crate::spec::binary_row;
-use crate::spec::partition::partition_path;
+use crate::spec::partition::{partition_path, PartitionNaming};
 use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
 use crate::spec::{CoreOptions, TableSchema};
 
@@ -132,11 +132,12 @@ impl Table {
             }
             .build()
         })?;
-        let dir = partition_path(
-            &layout.schema.partition_keys,
-            &values,
-            self.options().partition_default_name(),
-        );
+        let opts = self.options();
+        let naming = PartitionNaming {
+            default_name: opts.partition_default_name(),
+            legacy: opts.partition_legacy_name(),
+        };
+        let dir = partition_path(&layout.schema.partition_keys, &values, naming);
         Ok(format!("{}/{dir}bucket-{bucket}", self.inner.path))
     }
 

@@ -12,7 +12,7 @@ use super::data_file;
 use super::layout::TableLayout;
 use super::scan::{Plan, Split};
 use super::Table;
-use crate::error::{invalid, ArrowSnafu, Result, UnsupportedSnafu};
+use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result, UnsupportedSnafu};
 use crate::lsm::{merge_runs, MergeSpec};
 use crate::spec::MergeEngine;
 
@@ -114,51 +114,57 @@ impl TableRead {
         } else {
             (Arc::clone(&self.output_schema), self.projection.clone())
         };
-        let reads = split.files.iter().map(|f| {
+        let fetches = split.files.iter().map(|f| {
             let path = match &f.external_path {
                 Some(p) => p.clone(),
                 None => format!("{dir}/{}", f.file_name),
             };
-            let target = Arc::clone(&file_target);
             let io = self.table.io().clone();
-            async move {
-                let bytes = io.read(&path).await?;
-                data_file::decode(&path, bytes, &target)
-            }
+            async move { io.read(&path).await.map(|bytes| (path, bytes)) }
         });
-        let runs: Vec<RecordBatch> = futures::future::try_join_all(reads)
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
-        if !pk {
-            return Ok(runs);
-        }
+        let files = futures::future::try_join_all(fetches).await?;
         let k = layout.key_indices.len();
-        let spec = MergeSpec {
+        let spec = pk.then(|| MergeSpec {
             key_count: k,
             sequence_columns: layout
                 .sequence_field_indices
                 .iter()
-                .map(|s| k + 2 + value_cols.iter().position(|v| v == s).unwrap_or(0))
+                .filter_map(|s| value_cols.iter().position(|v| v == s).map(|p| k + 2 + p))
                 .collect(),
             engine: layout.merge_engine,
             keep_retracts: false,
-        };
-        let Some(merged) = merge_runs(&runs, &spec)? else {
-            return Ok(vec![]);
-        };
-        let out_cols: Vec<usize> = (0..self.projection.len()).map(|i| k + 2 + i).collect();
-        let projected = merged.project(&out_cols).context(ArrowSnafu {
-            context: "projecting merged rows",
-        })?;
-        let batch = RecordBatch::try_new(
-            Arc::clone(&self.output_schema),
-            projected.columns().to_vec(),
-        )
-        .context(ArrowSnafu {
-            context: "merged rows",
-        })?;
-        Ok(vec![batch])
+        });
+        let output_schema = Arc::clone(&self.output_schema);
+        let projected = self.projection.len();
+        // Decoding and merging are CPU work: off the async workers, one task per split.
+        tokio::task::spawn_blocking(move || -> Result<Vec<RecordBatch>> {
+            let mut runs = Vec::new();
+            for (path, bytes) in files {
+                runs.extend(data_file::decode(&path, bytes, &file_target)?);
+            }
+            let Some(spec) = spec else { return Ok(runs) };
+            let Some(merged) = merge_runs(&runs, &spec)? else {
+                return Ok(vec![]);
+            };
+            let out_cols: Vec<usize> = (0..projected).map(|i| k + 2 + i).collect();
+            let columns = merged
+                .project(&out_cols)
+                .context(ArrowSnafu {
+                    context: "projecting merged rows",
+                })?
+                .columns()
+                .to_vec();
+            let batch = RecordBatch::try_new(output_schema, columns).context(ArrowSnafu {
+                context: "merged rows",
+            })?;
+            Ok(vec![batch])
+        })
+        .await
+        .map_err(|e| {
+            InternalSnafu {
+                message: format!("read task: {e}"),
+            }
+            .build()
+        })?
     }
 }

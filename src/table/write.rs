@@ -17,8 +17,8 @@ use super::data_file;
 use super::layout::{write_field, TableLayout};
 use super::Table;
 use crate::catalog::now_millis;
-use crate::error::{invalid, ArrowSnafu, Result};
-use crate::lsm::{MergeSpec, WriteBuffer};
+use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
+use crate::lsm::{MergeSpec, PendingRun, WriteBuffer};
 use crate::manifest::FileNamer;
 use crate::spec::binary_row::{self, BinaryRowWriter};
 use crate::spec::{BucketMode, DataFileMeta, MergeEngine, RowKind};
@@ -42,6 +42,39 @@ enum BucketWriter {
         rows: usize,
         next_sequence: i64,
     },
+}
+
+/// Buffered rows of one bucket on their way to a data file.
+#[derive(Debug)]
+enum SpillJob {
+    Kv(PendingRun),
+    /// Appended batches and the sequence numbers they take.
+    Append(Vec<RecordBatch>, (i64, i64)),
+}
+
+impl SpillJob {
+    /// Merges (or concatenates) and encodes; CPU only.
+    fn encode(
+        self,
+        layout: &TableLayout,
+        name: String,
+    ) -> Result<Option<(bytes::Bytes, DataFileMeta)>> {
+        let (batch, range) = match self {
+            SpillJob::Kv(run) => (run.merge()?, None),
+            SpillJob::Append(batches, range) => (
+                Some(
+                    concat_batches(&layout.arrow_schema, &batches).context(ArrowSnafu {
+                        context: "concatenating appended rows",
+                    })?,
+                ),
+                Some(range),
+            ),
+        };
+        match batch {
+            Some(b) => data_file::encode(layout, &b, name, 0, range, now_millis()).map(Some),
+            None => Ok(None),
+        }
+    }
 }
 
 /// Options of one writer session.
@@ -106,11 +139,17 @@ impl TableWrite {
         if self.restored.is_none() {
             self.restored = Some(self.restore_sequences().await?);
         }
+        let single = groups.len() == 1;
         for ((partition, bucket), rows) in groups {
             let indices = UInt32Array::from(rows);
-            let part = take_record_batch(&values, &indices).context(ArrowSnafu {
-                context: "routing rows",
-            })?;
+            // All rows in one bucket (in order): no copy needed.
+            let part = if single {
+                values.clone()
+            } else {
+                take_record_batch(&values, &indices).context(ArrowSnafu {
+                    context: "routing rows",
+                })?
+            };
             let id = (partition, bucket);
             let writer = self.writer(&id);
             match writer {
@@ -137,7 +176,7 @@ impl TableWrite {
                 None => false,
             };
             if full {
-                self.spill(&id).await?;
+                self.spill(std::slice::from_ref(&id)).await?;
             }
         }
         Ok(())
@@ -147,9 +186,7 @@ impl TableWrite {
     /// Nothing is visible to readers until the messages are committed.
     pub async fn prepare_commit(&mut self) -> Result<Vec<CommitMessage>> {
         let ids: Vec<BucketId> = self.writers.keys().cloned().collect();
-        for id in ids {
-            self.spill(&id).await?;
-        }
+        self.spill(&ids).await?;
         let total_buckets = self.layout.total_buckets();
         let mut messages: Vec<CommitMessage> = self
             .pending
@@ -201,38 +238,58 @@ impl TableWrite {
         })
     }
 
-    async fn spill(&mut self, id: &BucketId) -> Result<()> {
-        let (batch, seq_range) = match self.writers.get_mut(id) {
-            Some(BucketWriter::Kv(buf)) => (buf.take_sorted_run()?, None),
-            Some(BucketWriter::Append {
-                batches,
-                rows,
-                next_sequence,
-            }) => {
-                let taken = std::mem::take(batches);
-                let n = *rows as i64;
-                *rows = 0;
-                if taken.is_empty() {
-                    (None, None)
-                } else {
+    /// Spills the buffers of `ids`: merging and Parquet encoding run on the blocking pool, one
+    /// task per bucket, and the files are written concurrently.
+    async fn spill(&mut self, ids: &[BucketId]) -> Result<()> {
+        let mut jobs = Vec::new();
+        for id in ids {
+            let job = match self.writers.get_mut(id) {
+                Some(BucketWriter::Kv(buf)) => buf.take_run().map(SpillJob::Kv),
+                Some(BucketWriter::Append {
+                    batches,
+                    rows,
+                    next_sequence,
+                }) if !batches.is_empty() => {
+                    let n = *rows as i64;
                     let range = (*next_sequence, *next_sequence + n - 1);
                     *next_sequence += n;
-                    let b =
-                        concat_batches(&self.layout.arrow_schema, &taken).context(ArrowSnafu {
-                            context: "concatenating appended rows",
-                        })?;
-                    (Some(b), Some(range))
+                    *rows = 0;
+                    Some(SpillJob::Append(std::mem::take(batches), range))
                 }
+                _ => None,
+            };
+            if let Some(job) = job {
+                let dir = self.table.bucket_dir(&id.0, id.1)?;
+                jobs.push((id.clone(), dir, self.namer.next("data-", ".parquet"), job));
             }
-            None => (None, None),
-        };
-        let Some(batch) = batch else { return Ok(()) };
-        let name = self.namer.next("data-", ".parquet");
-        let (bytes, meta) =
-            data_file::encode(&self.layout, &batch, name, 0, seq_range, now_millis())?;
-        let path = format!("{}/{}", self.table.bucket_dir(&id.0, id.1)?, meta.file_name);
-        self.table.io().write(&path, bytes).await?;
-        self.pending.entry(id.clone()).or_default().push(meta);
+        }
+        let files = jobs.into_iter().map(|(id, dir, name, job)| {
+            let layout = Arc::clone(&self.layout);
+            let io = self.table.io().clone();
+            async move {
+                let encoded = tokio::task::spawn_blocking(move || job.encode(&layout, name))
+                    .await
+                    .map_err(|e| {
+                        InternalSnafu {
+                            message: format!("spill task: {e}"),
+                        }
+                        .build()
+                    })??;
+                let Some((bytes, meta)) = encoded else {
+                    return Ok(None);
+                };
+                io.write(&format!("{dir}/{}", meta.file_name), bytes)
+                    .await?;
+                Ok::<_, crate::error::Error>(Some((id, meta)))
+            }
+        });
+        for (id, meta) in futures::future::try_join_all(files)
+            .await?
+            .into_iter()
+            .flatten()
+        {
+            self.pending.entry(id).or_default().push(meta);
+        }
         Ok(())
     }
 
@@ -409,34 +466,41 @@ impl TableWrite {
                 *slot = id;
             }
         }
-        let mut groups: HashMap<(u32, i32), Vec<u32>> = HashMap::new();
-        match layout.bucket_mode {
-            BucketMode::Fixed(num) => {
-                let types: Vec<_> = layout
-                    .bucket_key_indices
-                    .iter()
-                    .map(|&i| layout.schema.fields[i].data_type)
-                    .collect();
-                for (i, &p) in partition_of_row.iter().enumerate() {
-                    w.reset(types.len());
-                    for (pos, (&c, ty)) in layout.bucket_key_indices.iter().zip(&types).enumerate()
-                    {
-                        write_field(&mut w, pos, values.column(c), i, ty)?;
-                    }
-                    let bucket = binary_row::bucket_of(w.hash_code(), num);
-                    groups.entry((p, bucket)).or_default().push(i as u32);
+        let num_buckets = match layout.bucket_mode {
+            BucketMode::Fixed(num) => num as usize,
+            _ => 1,
+        };
+        // Dense [partition][bucket] groups: no hashing per row.
+        let mut groups: Vec<Vec<Vec<u32>>> = vec![vec![Vec::new(); num_buckets]; partitions.len()];
+        if num_buckets == 1 && partitions.len() == 1 {
+            groups[0][0] = (0..n as u32).collect();
+        } else if let BucketMode::Fixed(num) = layout.bucket_mode {
+            let types: Vec<_> = layout
+                .bucket_key_indices
+                .iter()
+                .map(|&i| layout.schema.fields[i].data_type)
+                .collect();
+            for (i, &p) in partition_of_row.iter().enumerate() {
+                w.reset(types.len());
+                for (pos, (&c, ty)) in layout.bucket_key_indices.iter().zip(&types).enumerate() {
+                    write_field(&mut w, pos, values.column(c), i, ty)?;
                 }
+                let bucket = binary_row::bucket_of(w.hash_code(), num);
+                groups[p as usize][bucket as usize].push(i as u32);
             }
-            _ => {
-                for (i, &p) in partition_of_row.iter().enumerate() {
-                    groups.entry((p, 0)).or_default().push(i as u32);
+        } else {
+            for (i, &p) in partition_of_row.iter().enumerate() {
+                groups[p as usize][0].push(i as u32);
+            }
+        }
+        let mut out = Vec::new();
+        for (p, buckets) in groups.into_iter().enumerate() {
+            for (b, rows) in buckets.into_iter().enumerate() {
+                if !rows.is_empty() {
+                    out.push(((partitions[p].clone(), b as i32), rows));
                 }
             }
         }
-        let mut out: Vec<_> = groups
-            .into_iter()
-            .map(|((p, b), rows)| ((partitions[p as usize].clone(), b), rows))
-            .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }

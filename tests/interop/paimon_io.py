@@ -17,7 +17,25 @@ import pyarrow.parquet as pq
 from pypaimon import CatalogFactory, Schema
 
 TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "float64": pa.float64(),
-         "bool": pa.bool_(), "int16": pa.int16(), "int8": pa.int8()}
+         "bool": pa.bool_(), "int16": pa.int16(), "int8": pa.int8(), "float32": pa.float32(),
+         "decimal_10_2": pa.decimal128(10, 2), "binary": pa.binary(), "date32": pa.date32(),
+         "timestamp_ms": pa.timestamp("ms"), "timestamp_us": pa.timestamp("us"),
+         "timestamp_ms_utc": pa.timestamp("ms", tz="UTC")}
+
+
+def comparable(t):
+    """Temporal columns as integers and binaries as hex, so both sides compare exactly."""
+    cols = []
+    for col in t.columns:
+        ty = col.type
+        if pa.types.is_timestamp(ty):
+            col = col.cast(pa.timestamp(ty.unit)).cast(pa.int64())
+        elif pa.types.is_date32(ty):
+            col = col.cast(pa.int32())
+        elif pa.types.is_binary(ty) or pa.types.is_large_binary(ty):
+            col = pa.array([None if v is None else v.hex() for v in col.to_pylist()], pa.string())
+        cols.append(col)
+    return pa.Table.from_arrays(cols, names=t.column_names)
 
 
 def catalog(wh):
@@ -33,8 +51,8 @@ def read(wh, name, snapshot=None):
     cols = [f.name for f in table.fields] if hasattr(table, "fields") else t.column_names
     if t is None:
         return {"columns": cols, "rows": []}
-    cols = t.column_names
-    return {"columns": cols, "rows": [list(r.values()) for r in t.to_pylist()]}
+    t = comparable(t)
+    return {"columns": t.column_names, "rows": [list(r.values()) for r in t.to_pylist()]}
 
 
 def main():
@@ -66,9 +84,24 @@ def main():
         rows = json.loads(sys.argv[4])
         table = catalog(wh).get_table(name)
         fields = table.table_schema.fields
-        schema = pa.schema([pa.field(f.name, pa_type(f.type)) for f in fields])
+        from pypaimon.schema.data_types import PyarrowFieldParser
+        schema = PyarrowFieldParser.from_paimon_schema(fields)
+        data = {}
+        for f in schema:
+            vals = [r.get(f.name) for r in rows]
+            if pa.types.is_timestamp(f.type):
+                data[f.name] = pa.array(vals, pa.int64()).cast(f.type)
+            elif pa.types.is_date32(f.type):
+                data[f.name] = pa.array(vals, pa.int32()).cast(f.type)
+            elif pa.types.is_binary(f.type):
+                data[f.name] = pa.array([None if v is None else bytes.fromhex(v) for v in vals], f.type)
+            elif pa.types.is_decimal(f.type):
+                import decimal
+                data[f.name] = pa.array([None if v is None else decimal.Decimal(v) for v in vals], f.type)
+            else:
+                data[f.name] = pa.array(vals, f.type)
         wb = table.new_batch_write_builder(); w = wb.new_write(); c = wb.new_commit()
-        w.write_arrow(pa.Table.from_pylist(rows, schema=schema)); c.commit(w.prepare_commit()); w.close(); c.close()
+        w.write_arrow(pa.Table.from_pydict(data, schema=schema)); c.commit(w.prepare_commit()); w.close(); c.close()
         print(json.dumps("ok"))
     elif cmd == "buckets":
         root = os.path.join(wh, name.replace(".", ".db/", 1))
@@ -82,12 +115,6 @@ def main():
         print(json.dumps(out))
     else:
         raise SystemExit(f"unknown command {cmd}")
-
-
-def pa_type(t):
-    s = str(t).split(" ")[0].upper()
-    return {"BIGINT": pa.int64(), "INT": pa.int32(), "STRING": pa.string(), "DOUBLE": pa.float64(),
-            "BOOLEAN": pa.bool_(), "SMALLINT": pa.int16(), "TINYINT": pa.int8(), "FLOAT": pa.float32()}[s]
 
 
 if __name__ == "__main__":

@@ -54,17 +54,9 @@ impl Scratch {
 pub(crate) fn rows(batches: &[RecordBatch]) -> Vec<Vec<Value>> {
     let mut out = Vec::new();
     for b in batches {
-        // Decimals compare as their exact text (pypaimon's side prints Python Decimals as text).
-        let columns = b
-            .columns()
-            .iter()
-            .map(|c| match c.data_type() {
-                arrow::datatypes::DataType::Decimal128(..) => {
-                    arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8).unwrap()
-                }
-                _ => std::sync::Arc::clone(c),
-            })
-            .collect::<Vec<_>>();
+        // Decimals compare as exact text, temporal values as integers, binaries as hex: the same
+        // forms tests/interop/paimon_io.py prints for pypaimon's side.
+        let columns = b.columns().iter().map(comparable).collect::<Vec<_>>();
         let fields: Vec<_> = b
             .schema()
             .fields()
@@ -102,6 +94,24 @@ pub(crate) fn rows(batches: &[RecordBatch]) -> Vec<Vec<Value>> {
         }
     }
     out
+}
+
+fn comparable(c: &arrow::array::ArrayRef) -> arrow::array::ArrayRef {
+    use arrow::array::{Array, AsArray, StringArray};
+    use arrow::datatypes::DataType as T;
+    match c.data_type() {
+        T::Decimal128(..) => arrow::compute::cast(c, &T::Utf8).unwrap(),
+        T::Timestamp(..) => arrow::compute::cast(c, &T::Int64).unwrap(),
+        T::Date32 => arrow::compute::cast(c, &T::Int32).unwrap(),
+        T::Binary => {
+            let b = c.as_binary::<i32>();
+            let hex = |v: &[u8]| v.iter().map(|x| format!("{x:02x}")).collect::<String>();
+            std::sync::Arc::new(StringArray::from_iter(
+                (0..b.len()).map(|i| (!b.is_null(i)).then(|| hex(b.value(i)))),
+            ))
+        }
+        _ => std::sync::Arc::clone(c),
+    }
 }
 
 /// Numbers compare by value: integral floats and integers are the same row value.
