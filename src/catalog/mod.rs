@@ -343,6 +343,9 @@ impl Catalog {
         validate_name("table", &id.table)?;
         let now = now_millis();
         let schema = def.to_schema(now)?;
+        // Everything the schema implies (keys, buckets, merge-engine options) must be valid before
+        // the table exists.
+        crate::table::TableLayout::new(std::sync::Arc::new(schema.clone()))?;
         self.create_database(&id.database, true).await?;
         let sm = SchemaManager::new(self.io.clone(), Self::table_path(id));
         if !sm.list_ids().await?.is_empty() || !sm.create(&schema).await? {

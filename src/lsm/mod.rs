@@ -5,8 +5,9 @@
 //! Batches here are in the data-file layout of primary-key tables:
 //! `[_KEY_k1..kn][_SEQUENCE_NUMBER][_VALUE_KIND][value columns...]`.
 
+pub mod levels;
 pub mod merge;
 pub mod write_buffer;
 
-pub use merge::{merge_runs, MergeSpec};
+pub use merge::{merge_runs, MergeConfig, MergeSpec};
 pub use write_buffer::{PendingRun, WriteBuffer};

@@ -2,6 +2,7 @@
 //! no IO. Everything else converts from these; they never reach out.
 
 pub mod binary_row;
+pub mod datum;
 pub mod manifest;
 pub mod options;
 pub mod partition;

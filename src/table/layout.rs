@@ -4,20 +4,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Date32Array, Decimal128Array,
-    Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, Int8Array, StringArray,
-    Time32MillisecondArray,
-};
-use arrow::datatypes::{
-    DataType as ArrowType, Field, Schema, SchemaRef, TimeUnit, TimestampMicrosecondType,
-    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
-};
+use arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
 
 use crate::error::{InvalidArgumentSnafu, Result, UnsupportedSnafu};
-use crate::spec::binary_row::{BinaryRowWriter, Datum};
+use crate::lsm::{MergeConfig, MergeSpec};
+pub use crate::spec::datum::{datum_at, write_field};
 use crate::spec::{
-    BucketMode, CoreOptions, DataType, MergeEngine, TableSchema, TypeRoot, KEY_FIELD_ID_START,
+    BucketMode, CoreOptions, DataType, MergeEngine, TableSchema, KEY_FIELD_ID_START,
     KEY_FIELD_PREFIX, SEQUENCE_NUMBER, SEQUENCE_NUMBER_FIELD_ID, VALUE_KIND, VALUE_KIND_FIELD_ID,
 };
 
@@ -35,6 +28,7 @@ pub struct TableLayout {
     pub bucket_key_indices: Vec<usize>,
     pub bucket_mode: BucketMode,
     pub merge_engine: MergeEngine,
+    pub merge_config: Arc<MergeConfig>,
     pub sequence_field_indices: Vec<usize>,
     pub rowkind_field_index: Option<usize>,
     pub ignore_delete: bool,
@@ -124,6 +118,7 @@ impl TableLayout {
             bucket_key_indices,
             bucket_mode,
             merge_engine: opts.merge_engine().map_err(invalid)?,
+            merge_config: Arc::new(MergeConfig::from_schema(&schema).map_err(invalid)?),
             sequence_field_indices,
             rowkind_field_index,
             ignore_delete: opts.ignore_delete(),
@@ -154,6 +149,22 @@ impl TableLayout {
         }
     }
 
+    /// The merge spec of this table's files: system columns plus `value_cols` (positions of table
+    /// columns present in the batch, in order). Engines that build rows need every column.
+    pub fn merge_spec(&self, value_cols: &[usize], keep_retracts: bool) -> MergeSpec {
+        let k = self.key_indices.len();
+        MergeSpec {
+            key_count: k,
+            sequence_columns: self
+                .sequence_field_indices
+                .iter()
+                .filter_map(|s| value_cols.iter().position(|v| v == s).map(|p| k + 2 + p))
+                .collect(),
+            config: Arc::clone(&self.merge_config),
+            keep_retracts,
+        }
+    }
+
     /// Checks that tidelake can write this table; reading has fewer restrictions.
     pub fn check_writable(&self, table: &str) -> Result<()> {
         let unsupported = |what: &str| {
@@ -169,14 +180,6 @@ impl TableLayout {
             BucketMode::Postpone => return unsupported("postpone bucket mode (bucket = -2)"),
             _ => {}
         }
-        if self.is_primary_key_table()
-            && !matches!(
-                self.merge_engine,
-                MergeEngine::Deduplicate | MergeEngine::FirstRow
-            )
-        {
-            return unsupported(&format!("merge-engine '{}'", self.merge_engine.name()));
-        }
         Ok(())
     }
 }
@@ -190,110 +193,4 @@ fn with_id(f: Field, id: i32) -> Field {
 
 fn arrow_field(name: &str, ty: &DataType, id: i32) -> Field {
     with_id(Field::new(name, ty.to_arrow(), ty.nullable), id)
-}
-
-/// Reads row `i` of `array` (of Paimon type `ty`) as a [`Datum`].
-pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
-    if array.is_null(i) {
-        return Ok(Datum::Null);
-    }
-    let mismatch = || {
-        InvalidArgumentSnafu {
-            message: format!(
-                "column of Arrow type {} cannot hold Paimon type {ty}",
-                array.data_type()
-            ),
-        }
-        .build()
-    };
-    macro_rules! get {
-        ($t:ty) => {
-            array
-                .as_any()
-                .downcast_ref::<$t>()
-                .ok_or_else(mismatch)?
-                .value(i)
-        };
-    }
-    Ok(match ty.root {
-        TypeRoot::Boolean => Datum::Boolean(get!(BooleanArray)),
-        TypeRoot::TinyInt => Datum::TinyInt(get!(Int8Array)),
-        TypeRoot::SmallInt => Datum::SmallInt(get!(Int16Array)),
-        TypeRoot::Int => Datum::Int(get!(Int32Array)),
-        TypeRoot::BigInt => Datum::BigInt(get!(Int64Array)),
-        TypeRoot::Float => Datum::Float(get!(Float32Array)),
-        TypeRoot::Double => Datum::Double(get!(Float64Array)),
-        TypeRoot::Decimal { precision, scale } => Datum::Decimal {
-            unscaled: get!(Decimal128Array),
-            precision,
-            scale,
-        },
-        TypeRoot::Char(_) | TypeRoot::VarChar(_) => Datum::String(get!(StringArray).to_string()),
-        TypeRoot::Binary(_) | TypeRoot::VarBinary(_) => Datum::Bytes(get!(BinaryArray).to_vec()),
-        TypeRoot::Date => Datum::Date(get!(Date32Array)),
-        TypeRoot::Time(_) => Datum::Time(get!(Time32MillisecondArray)),
-        TypeRoot::Timestamp(p) | TypeRoot::LocalZonedTimestamp(p) => {
-            let (millis, nanos) = match array.data_type() {
-                ArrowType::Timestamp(TimeUnit::Second, _) => (
-                    array.as_primitive::<TimestampSecondType>().value(i) * 1000,
-                    0,
-                ),
-                ArrowType::Timestamp(TimeUnit::Millisecond, _) => {
-                    (array.as_primitive::<TimestampMillisecondType>().value(i), 0)
-                }
-                ArrowType::Timestamp(TimeUnit::Microsecond, _) => {
-                    let v = array.as_primitive::<TimestampMicrosecondType>().value(i);
-                    (v.div_euclid(1000), (v.rem_euclid(1000) * 1000) as i32)
-                }
-                ArrowType::Timestamp(TimeUnit::Nanosecond, _) => {
-                    let v = array.as_primitive::<TimestampNanosecondType>().value(i);
-                    (v.div_euclid(1_000_000), v.rem_euclid(1_000_000) as i32)
-                }
-                _ => return Err(mismatch()),
-            };
-            Datum::Timestamp {
-                millis,
-                nanos,
-                precision: p,
-            }
-        }
-    })
-}
-
-/// Writes field `pos` of `w` from row `i` of `array`, without allocating for fixed-size types.
-pub fn write_field(
-    w: &mut BinaryRowWriter,
-    pos: usize,
-    array: &ArrayRef,
-    i: usize,
-    ty: &DataType,
-) -> Result<()> {
-    if array.is_null(i) {
-        w.set_null(pos);
-        return Ok(());
-    }
-    match ty.root {
-        TypeRoot::BigInt => {
-            if let Some(a) = array.as_any().downcast_ref::<Int64Array>() {
-                w.write_i64(pos, a.value(i));
-                return Ok(());
-            }
-        }
-        TypeRoot::Int => {
-            if let Some(a) = array.as_any().downcast_ref::<Int32Array>() {
-                w.write_i32(pos, a.value(i));
-                return Ok(());
-            }
-        }
-        TypeRoot::Char(_) | TypeRoot::VarChar(_) => {
-            if let Some(a) = array.as_any().downcast_ref::<StringArray>() {
-                w.write_bytes(pos, a.value(i).as_bytes());
-                return Ok(());
-            }
-        }
-        _ => {}
-    }
-    let d = datum_at(array.as_ref(), i, ty)?;
-    w.write_datum(pos, &d);
-    Ok(())
 }

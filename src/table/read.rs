@@ -12,9 +12,8 @@ use super::data_file;
 use super::layout::TableLayout;
 use super::scan::{Plan, Split};
 use super::Table;
-use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result, UnsupportedSnafu};
-use crate::lsm::{merge_runs, MergeSpec};
-use crate::spec::MergeEngine;
+use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
+use crate::lsm::merge_runs;
 
 /// Reads splits of one table with a projection.
 #[derive(Debug, Clone)]
@@ -40,21 +39,6 @@ impl TableRead {
                 })
                 .collect::<Result<Vec<_>>>()?,
         };
-        if layout.is_primary_key_table()
-            && matches!(
-                layout.merge_engine,
-                MergeEngine::PartialUpdate | MergeEngine::Aggregation
-            )
-        {
-            return UnsupportedSnafu {
-                message: format!(
-                    "reading table {}: merge engine '{}' is not yet supported",
-                    table.identifier(),
-                    layout.merge_engine.name()
-                ),
-            }
-            .fail();
-        }
         let output_schema = Arc::new(layout.arrow_schema.project(&projection).context(
             ArrowSnafu {
                 context: "projecting the schema",
@@ -100,7 +84,12 @@ impl TableRead {
         let (file_target, value_cols): (SchemaRef, Vec<usize>) = if pk {
             let offset = layout.value_offset();
             let mut cols: Vec<usize> = (0..offset).collect();
-            let mut values: Vec<usize> = self.projection.clone();
+            // Engines that build rows merge every column; the projection is applied afterwards.
+            let mut values: Vec<usize> = if layout.merge_config.needs_all_columns() {
+                (0..layout.schema.fields.len()).collect()
+            } else {
+                self.projection.clone()
+            };
             for &s in &layout.sequence_field_indices {
                 if !values.contains(&s) {
                     values.push(s);
@@ -124,18 +113,14 @@ impl TableRead {
         });
         let files = futures::future::try_join_all(fetches).await?;
         let k = layout.key_indices.len();
-        let spec = pk.then(|| MergeSpec {
-            key_count: k,
-            sequence_columns: layout
-                .sequence_field_indices
-                .iter()
-                .filter_map(|s| value_cols.iter().position(|v| v == s).map(|p| k + 2 + p))
-                .collect(),
-            engine: layout.merge_engine,
-            keep_retracts: false,
-        });
+        let spec = pk.then(|| layout.merge_spec(&value_cols, false));
         let output_schema = Arc::clone(&self.output_schema);
-        let projected = self.projection.len();
+        // Where each projected column sits among the merged columns.
+        let out_cols: Vec<usize> = self
+            .projection
+            .iter()
+            .filter_map(|p| value_cols.iter().position(|v| v == p).map(|i| k + 2 + i))
+            .collect();
         // Decoding and merging are CPU work: off the async workers, one task per split.
         tokio::task::spawn_blocking(move || -> Result<Vec<RecordBatch>> {
             let mut runs = Vec::new();
@@ -146,7 +131,6 @@ impl TableRead {
             let Some(merged) = merge_runs(&runs, &spec)? else {
                 return Ok(vec![]);
             };
-            let out_cols: Vec<usize> = (0..projected).map(|i| k + 2 + i).collect();
             let columns = merged
                 .project(&out_cols)
                 .context(ArrowSnafu {

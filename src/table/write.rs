@@ -18,7 +18,7 @@ use super::layout::{write_field, TableLayout};
 use super::Table;
 use crate::catalog::now_millis;
 use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
-use crate::lsm::{MergeSpec, PendingRun, WriteBuffer};
+use crate::lsm::{PendingRun, WriteBuffer};
 use crate::manifest::FileNamer;
 use crate::spec::binary_row::{self, BinaryRowWriter};
 use crate::spec::{BucketMode, DataFileMeta, MergeEngine, RowKind};
@@ -212,20 +212,10 @@ impl TableWrite {
         let layout = &self.layout;
         self.writers.entry(id.clone()).or_insert_with(|| {
             if layout.is_primary_key_table() {
-                let offset = layout.value_offset();
                 BucketWriter::Kv(WriteBuffer::new(
                     Arc::clone(&layout.file_schema),
                     layout.key_indices.clone(),
-                    MergeSpec {
-                        key_count: layout.key_indices.len(),
-                        sequence_columns: layout
-                            .sequence_field_indices
-                            .iter()
-                            .map(|i| i + offset)
-                            .collect(),
-                        engine: layout.merge_engine,
-                        keep_retracts: true,
-                    },
+                    layout.merge_spec(&(0..layout.schema.fields.len()).collect::<Vec<_>>(), true),
                     next,
                 ))
             } else {

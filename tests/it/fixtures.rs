@@ -107,15 +107,6 @@ async fn every_fixture_snapshot_reads_as_expected() {
                 "pk_first" => {
                     assert_eq!(read_rows(&table, Some(*id)).await, Vec::<Vec<Value>>::new())
                 }
-                // Not supported yet: a clear error, never wrong rows.
-                "pk_partial" | "pk_agg" => {
-                    let err = table
-                        .read_all(tidelake::table::SnapshotSelector::Id(*id), None)
-                        .await
-                        .unwrap_err();
-                    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
-                    assert!(err.to_string().contains("not yet supported"), "{err}");
-                }
                 _ => assert_eq!(
                     read_rows(&table, Some(*id)).await,
                     sorted(rows.clone()),

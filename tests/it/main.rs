@@ -6,6 +6,7 @@
 mod bad_input;
 mod common;
 mod concurrency;
+mod engines;
 mod fixtures;
 mod interop;
 mod model;

@@ -1,19 +1,31 @@
-//! Merging records with equal keys: sorts by (key, sequence fields, sequence number) and reduces
-//! each key's records with the merge engine.
+//! Merging the records of equal keys: sort by (key, sequence fields, sequence number), then reduce
+//! each key's records with the table's merge engine.
 //!
-//! - deduplicate: the last record wins; if it retracts (-U/-D) the key is gone.
-//! - first-row: the first added record wins.
-//!
-//! The writer keeps the winning retraction when it spills (older files below may still hold the
-//! key); readers drop it.
+//! As in Paimon, a key with a single record is returned as it is (its own row kind, no engine
+//! checks); only two or more records go through the engine. The writer keeps a winning
+//! retraction when it spills (older files below may still hold the key); reads drop it.
 
-use arrow::array::{AsArray, RecordBatch, UInt32Array};
-use arrow::compute::{concat_batches, take_record_batch};
+mod aggregate;
+pub mod config;
+mod deduplicate;
+mod first_row;
+mod partial_update;
+
+pub use aggregate::{AggFunction, AggSpec};
+pub use config::{MergeConfig, SequenceGroup};
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int8Array, RecordBatch, UInt32Array};
+use arrow::compute::SortOptions;
+use arrow::compute::{concat_batches, interleave, take_record_batch};
 use arrow::datatypes::{Int64Type, Int8Type};
 use arrow::row::{RowConverter, Rows, SortField};
 use snafu::ResultExt;
 
-use crate::error::{ArrowSnafu, Result, UnsupportedSnafu};
+use crate::error::{ArrowSnafu, InvalidArgumentSnafu, Result};
+use crate::spec::binary_row::Datum;
+use crate::spec::datum::{datum_at, datums_to_array};
 use crate::spec::{MergeEngine, RowKind};
 
 /// How to merge one bucket's records.
@@ -21,17 +33,84 @@ use crate::spec::{MergeEngine, RowKind};
 pub struct MergeSpec {
     /// Number of `_KEY_` columns at the start of the batch.
     pub key_count: usize,
-    /// Columns (indices into the file layout) of `sequence.field`, ordered before the sequence number.
+    /// Columns (indices into the batch) of `sequence.field`, compared before the sequence number.
     pub sequence_columns: Vec<usize>,
-    pub engine: MergeEngine,
-    /// Keep a winning retraction (writer spills) instead of dropping the key (reads).
+    pub config: Arc<MergeConfig>,
+    /// Keep a winning retraction (writer spills, compaction above the lowest data) instead of
+    /// dropping the key (reads).
     pub keep_retracts: bool,
 }
 
+impl MergeSpec {
+    pub fn engine(&self) -> MergeEngine {
+        self.config.engine
+    }
+}
+
+/// One key's records (row indices into the merged batch, oldest first).
+pub(crate) struct GroupInput<'a> {
+    batch: &'a RecordBatch,
+    rows: &'a [u32],
+    kinds: &'a [i8],
+    value_offset: usize,
+    config: &'a MergeConfig,
+}
+
+impl GroupInput<'_> {
+    fn kind(&self, row: u32) -> RowKind {
+        RowKind::from_byte(self.kinds[row as usize]).unwrap_or(RowKind::Insert)
+    }
+
+    fn is_retract(&self, row: u32) -> bool {
+        self.kind(row).is_retract()
+    }
+
+    /// The table-column values of one record (engines that need them read every column).
+    fn values(&self, row: u32) -> Result<Vec<Datum>, String> {
+        (0..self.config.types.len())
+            .map(|i| {
+                datum_at(
+                    self.batch.column(self.value_offset + i).as_ref(),
+                    row as usize,
+                    &self.config.types[i],
+                )
+                .map_err(|e| e.to_string())
+            })
+            .collect()
+    }
+}
+
+/// What a merge engine made of one key.
+#[derive(Debug)]
+pub(crate) enum Merged {
+    /// An existing record, unchanged.
+    Row(u32),
+    /// A new record: key and sequence number from `base`, with this kind and these values.
+    Built {
+        base: u32,
+        kind: RowKind,
+        values: Vec<Datum>,
+    },
+    /// The key disappears.
+    Nothing,
+}
+
 fn rows_of(batch: &RecordBatch, cols: &[usize], what: &str) -> Result<Rows> {
+    rows_with(batch, cols, None, what)
+}
+
+fn rows_with(
+    batch: &RecordBatch,
+    cols: &[usize],
+    options: Option<SortOptions>,
+    what: &str,
+) -> Result<Rows> {
     let fields = cols
         .iter()
-        .map(|&c| SortField::new(batch.column(c).data_type().clone()))
+        .map(|&c| match options {
+            Some(o) => SortField::new_with_options(batch.column(c).data_type().clone(), o),
+            None => SortField::new(batch.column(c).data_type().clone()),
+        })
         .collect();
     let conv = RowConverter::new(fields).context(ArrowSnafu {
         context: format!("{what} row encoding"),
@@ -94,7 +173,17 @@ fn sort_by_rows(
     let order = if spec.sequence_columns.is_empty() {
         None
     } else {
-        Some(rows_of(batch, &spec.sequence_columns, "sequence field")?)
+        // NULL sequence values are the oldest in both orders.
+        let options = SortOptions {
+            descending: spec.config.sequence_descending,
+            nulls_first: true,
+        };
+        Some(rows_with(
+            batch,
+            &spec.sequence_columns,
+            Some(options),
+            "sequence field",
+        )?)
     };
     let mut idx: Vec<u32> = (0..batch.num_rows() as u32).collect();
     idx.sort_unstable_by(|&a, &b| {
@@ -140,34 +229,81 @@ pub fn merge_runs(runs: &[RecordBatch], spec: &MergeSpec) -> Result<Option<Recor
         Some(keys) => sort_by_int_key(&keys, seq),
         None => sort_by_rows(&batch, spec, seq)?,
     };
-    let is_retract = |i: usize| RowKind::from_byte(kinds[i]).is_some_and(|k| k.is_retract());
-    let mut out: Vec<u32> = Vec::with_capacity(idx.len());
+    let value_offset = k + 2;
+    let config = &spec.config;
+    let mut picked: Vec<u32> = Vec::with_capacity(group_ends.len());
+    let mut built: Vec<(usize, RowKind, Vec<Datum>)> = Vec::new();
+    let mut kinds_out: Vec<i8> = Vec::with_capacity(group_ends.len());
     let mut start = 0;
     for &end in &group_ends {
-        let group = &idx[start..end];
-        let winner = match spec.engine {
-            MergeEngine::Deduplicate => group.last().copied(),
-            MergeEngine::FirstRow => group.iter().copied().find(|&i| !is_retract(i as usize)),
-            other => {
-                return UnsupportedSnafu {
-                    message: format!("merge-engine '{}' is not supported yet", other.name()),
-                }
-                .fail()
-            }
+        let rows = &idx[start..end];
+        start = end;
+        let g = GroupInput {
+            batch: &batch,
+            rows,
+            kinds,
+            value_offset,
+            config,
         };
-        if let Some(w) = winner {
-            if spec.keep_retracts || !is_retract(w as usize) {
-                out.push(w);
+        let merged = if rows.len() == 1 {
+            Merged::Row(rows[0])
+        } else {
+            let r = match config.engine {
+                MergeEngine::Deduplicate => Ok(deduplicate::merge(&g, config.ignore_delete)),
+                MergeEngine::FirstRow => first_row::merge(&g, config.ignore_delete),
+                MergeEngine::PartialUpdate => partial_update::merge(&g, config),
+                MergeEngine::Aggregation => aggregate::merge(&g, config),
+            };
+            r.map_err(|message| InvalidArgumentSnafu { message }.build())?
+        };
+        match merged {
+            Merged::Nothing => {}
+            Merged::Row(r) => {
+                if spec.keep_retracts || !g.is_retract(r) {
+                    picked.push(r);
+                    kinds_out.push(kinds[r as usize]);
+                }
+            }
+            Merged::Built { base, kind, values } => {
+                if spec.keep_retracts || !kind.is_retract() {
+                    built.push((picked.len(), kind, values));
+                    picked.push(base);
+                    kinds_out.push(kind as i8);
+                }
             }
         }
-        start = end;
     }
-    if out.is_empty() {
+    if picked.is_empty() {
         return Ok(None);
     }
-    let indices = UInt32Array::from(out);
-    let merged = take_record_batch(&batch, &indices).context(ArrowSnafu {
+    let indices = UInt32Array::from(picked);
+    let taken = take_record_batch(&batch, &indices).context(ArrowSnafu {
         context: "selecting merged rows",
+    })?;
+    if built.is_empty() {
+        return Ok(Some(taken));
+    }
+    // Replace the value columns (and kinds) of built rows: interleave the taken column with a
+    // column of the built values.
+    let n = taken.num_rows();
+    let mut columns: Vec<ArrayRef> = taken.columns().to_vec();
+    columns[k + 1] = Arc::new(Int8Array::from(kinds_out));
+    let mut source: Vec<(usize, usize)> = (0..n).map(|i| (0, i)).collect();
+    for (j, (pos, _, _)) in built.iter().enumerate() {
+        source[*pos] = (1, j);
+    }
+    for i in 0..config.types.len() {
+        let col = value_offset + i;
+        let values: Vec<Datum> = built.iter().map(|(_, _, v)| v[i].clone()).collect();
+        let fresh = datums_to_array(taken.column(col).data_type(), &values)?;
+        columns[col] = interleave(&[taken.column(col).as_ref(), fresh.as_ref()], &source).context(
+            ArrowSnafu {
+                context: "assembling merged rows",
+            },
+        )?;
+    }
+    let merged = RecordBatch::try_new(taken.schema(), columns).context(ArrowSnafu {
+        context: "merged rows",
     })?;
     Ok(Some(merged))
 }
@@ -175,7 +311,21 @@ pub fn merge_runs(runs: &[RecordBatch], spec: &MergeSpec) -> Result<Option<Recor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int64Array, Int8Array, StringArray};
+    use arrow::array::{Int64Array, StringArray};
+
+    fn merge_spec(engine: &str, keep_retracts: bool) -> MergeSpec {
+        let json = format!(
+            r#"{{"id":0,"fields":[{{"id":0,"name":"id","type":"BIGINT NOT NULL"}},{{"id":1,"name":"v","type":"STRING"}}],
+               "highestFieldId":1,"primaryKeys":["id"],"options":{{"bucket":"1","merge-engine":"{engine}"}}}}"#
+        );
+        let schema: crate::spec::TableSchema = serde_json::from_str(&json).unwrap();
+        MergeSpec {
+            key_count: 1,
+            sequence_columns: vec![],
+            config: Arc::new(MergeConfig::from_schema(&schema).unwrap()),
+            keep_retracts,
+        }
+    }
     use arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
 
@@ -209,12 +359,7 @@ mod tests {
 
     #[test]
     fn deduplicate_keeps_last_and_drops_deleted_keys() {
-        let spec = MergeSpec {
-            key_count: 1,
-            sequence_columns: vec![],
-            engine: MergeEngine::Deduplicate,
-            keep_retracts: false,
-        };
+        let spec = merge_spec("deduplicate", false);
         let a = run(&[(1, 0, 0, "a"), (2, 1, 0, "b"), (3, 2, 0, "c")]);
         let b = run(&[(2, 4, 3, "b"), (1, 3, 2, "a2"), (4, 5, 0, "d")]);
         let merged = merge_runs(&[b.clone(), a.clone()], &spec).unwrap();
@@ -222,10 +367,7 @@ mod tests {
             values(&merged),
             vec![(1, "a2".into()), (3, "c".into()), (4, "d".into())]
         );
-        let keep = MergeSpec {
-            keep_retracts: true,
-            ..spec
-        };
+        let keep = merge_spec("deduplicate", true);
         assert_eq!(values(&merge_runs(&[a, b], &keep).unwrap()).len(), 4);
     }
 
@@ -240,12 +382,7 @@ mod tests {
             rows.push((((x >> 33) % 40) as i64 - 20, seq, 0i8, "v"));
         }
         let batch = run(&rows);
-        let spec = MergeSpec {
-            key_count: 1,
-            sequence_columns: vec![],
-            engine: MergeEngine::Deduplicate,
-            keep_retracts: false,
-        };
+        let spec = merge_spec("deduplicate", false);
         let seq = batch.column(1).as_primitive::<Int64Type>().values();
         let keys = int_key(&batch, &spec).unwrap();
         assert_eq!(
@@ -256,12 +393,7 @@ mod tests {
 
     #[test]
     fn first_row_keeps_first() {
-        let spec = MergeSpec {
-            key_count: 1,
-            sequence_columns: vec![],
-            engine: MergeEngine::FirstRow,
-            keep_retracts: false,
-        };
+        let spec = merge_spec("first-row", false);
         let merged = merge_runs(
             &[run(&[(1, 5, 0, "late")]), run(&[(1, 1, 0, "early")])],
             &spec,

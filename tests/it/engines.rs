@@ -1,0 +1,548 @@
+//! Property tests per merge engine: random writes (with retractions where the engine takes them),
+//! buffer spills, writer restarts and commits, folded into a BTreeMap model with Paimon's
+//! semantics; every snapshot read is compared with the model.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{BooleanArray, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use proptest::prelude::*;
+use serde_json::Value;
+use tidelake::io::FileIo;
+use tidelake::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
+use tidelake::table::{SnapshotSelector, WriteOptions};
+use tidelake::{Catalog, Identifier, TableDefinition};
+
+use crate::common::{rows, sorted};
+
+/// One input row: key, a (nullable) number, a (nullable) text, a flag, and whether it retracts.
+#[derive(Debug, Clone)]
+struct In {
+    id: i64,
+    n: Option<i64>,
+    s: Option<String>,
+    b: Option<bool>,
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Write(Vec<In>),
+    Commit,
+    Restart,
+}
+
+fn input(kinds: &'static [&'static str]) -> impl Strategy<Value = In> {
+    (
+        0..8i64,
+        prop::option::weighted(0.8, -50..50i64),
+        prop::option::weighted(0.8, "[a-c]{0,2}"),
+        prop::option::weighted(0.8, any::<bool>()),
+        prop::sample::select(kinds),
+    )
+        .prop_map(|(id, n, s, b, kind)| In { id, n, s, b, kind })
+}
+
+fn ops(kinds: &'static [&'static str]) -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            6 => prop::collection::vec(input(kinds), 1..6).prop_map(Op::Write),
+            2 => Just(Op::Commit),
+            1 => Just(Op::Restart),
+        ],
+        1..30,
+    )
+}
+
+fn unique_keys_per_write(ops: Vec<Op>) -> Vec<Op> {
+    ops.into_iter()
+        .map(|op| match op {
+            Op::Write(rows) => {
+                let mut seen = std::collections::BTreeSet::new();
+                Op::Write(rows.into_iter().filter(|r| seen.insert(r.id)).collect())
+            }
+            other => other,
+        })
+        .collect()
+}
+
+fn batch(rows: &[In]) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("n", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+        Field::new("b", DataType::Boolean, true),
+        Field::new("op", DataType::Utf8, false),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.id))),
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.n))),
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| r.s.clone()))),
+            Arc::new(BooleanArray::from_iter(rows.iter().map(|r| r.b))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.kind))),
+        ],
+    )
+    .unwrap()
+}
+
+/// The model: one entry per key, folded with the engine's rules. `count` is the number of records
+/// merged into the entry (a lone retraction is dropped; merged ones produce a row).
+#[derive(Debug, Clone, Default)]
+struct Entry {
+    n: Option<i64>,
+    s: Option<String>,
+    b: Option<bool>,
+    count: usize,
+    retract: bool,
+    /// Aggregation: every record of the key, oldest first.
+    records: Vec<In>,
+}
+
+type Model = BTreeMap<i64, Entry>;
+
+#[derive(Debug, Clone, Copy)]
+enum Engine {
+    Deduplicate,
+    PartialUpdate,
+    /// n: sum, s: listagg (ignore-retract), b: bool_or (ignore-retract).
+    Aggregation,
+}
+
+fn fold(engine: Engine, model: &mut Model, r: &In) {
+    let retract = r.kind == "-D" || r.kind == "-U";
+    match engine {
+        Engine::Deduplicate => {
+            model.insert(
+                r.id,
+                Entry {
+                    n: r.n,
+                    s: r.s.clone(),
+                    b: r.b,
+                    count: 1,
+                    retract,
+                    records: vec![],
+                },
+            );
+        }
+        Engine::PartialUpdate => {
+            // remove-record-on-delete: -D takes the row's place (with its own values); -U is ignored.
+            let e = model.entry(r.id).or_default();
+            if r.kind == "-D" {
+                *e = Entry {
+                    n: r.n,
+                    s: r.s.clone(),
+                    b: r.b,
+                    count: e.count + 1,
+                    retract: true,
+                    records: vec![],
+                };
+            } else {
+                e.n = r.n.or(e.n);
+                e.s = r.s.clone().or(e.s.take());
+                e.b = r.b.or(e.b);
+                e.count += 1;
+                e.retract = false;
+            }
+        }
+        Engine::Aggregation => {
+            // A key's records are kept; the read folds them (see `aggregate`).
+            model.entry(r.id).or_default().records.push(r.clone());
+        }
+    }
+}
+
+/// Paimon's aggregation of one key: a lone record is returned as it is; two or more are folded
+/// into an empty accumulator (n: sum, s: listagg skipping blanks, b: bool_or; retractions only
+/// touch the sum).
+fn aggregate(records: &[In]) -> Entry {
+    if let [r] = records {
+        return Entry {
+            n: r.n,
+            s: r.s.clone(),
+            b: r.b,
+            count: 1,
+            retract: r.kind.starts_with('-'),
+            records: vec![],
+        };
+    }
+    let mut e = Entry {
+        count: records.len(),
+        ..Default::default()
+    };
+    let blank = |x: &Option<String>| x.as_deref().is_none_or(|v| v.trim().is_empty());
+    for r in records {
+        if r.kind.starts_with('-') {
+            e.n = match (e.n, r.n) {
+                (None, x) => x.map(|v| -v),
+                (a, None) => a,
+                (Some(a), Some(b)) => Some(a - b),
+            };
+            continue;
+        }
+        e.n = match (e.n, r.n) {
+            (None, x) => x,
+            (a, None) => a,
+            (Some(a), Some(b)) => Some(a + b),
+        };
+        if !blank(&r.s) {
+            e.s = if blank(&e.s) {
+                r.s.clone()
+            } else {
+                Some(format!(
+                    "{},{}",
+                    e.s.as_ref().unwrap(),
+                    r.s.as_ref().unwrap()
+                ))
+            };
+        }
+        e.b = match (e.b, r.b) {
+            (None, x) => x,
+            (a, None) => a,
+            (Some(a), Some(b)) => Some(a || b),
+        };
+    }
+    e
+}
+
+fn expected(engine: Engine, model: &Model) -> Vec<Vec<Value>> {
+    let folded: Model = match engine {
+        Engine::Aggregation => model
+            .iter()
+            .map(|(k, e)| (*k, aggregate(&e.records)))
+            .collect(),
+        _ => model.clone(),
+    };
+    sorted(
+        folded
+            .iter()
+            .filter(|(_, e)| e.count > 0 && !e.retract)
+            .map(|(id, e)| {
+                vec![
+                    Value::from(*id),
+                    e.n.map(Value::from).unwrap_or(Value::Null),
+                    e.s.clone().map(Value::from).unwrap_or(Value::Null),
+                    e.b.map(Value::from).unwrap_or(Value::Null),
+                ]
+            })
+            .collect(),
+    )
+}
+
+async fn run(
+    engine: Engine,
+    options: &[(&str, &str)],
+    ops: Vec<Op>,
+    spill_rows: usize,
+) -> Result<(), TestCaseError> {
+    let catalog = Catalog::new(FileIo::memory());
+    let mut opts: BTreeMap<String, String> = options
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    opts.insert("bucket".into(), "2".into());
+    opts.insert("write-buffer-rows".into(), spill_rows.to_string());
+    let def = TableDefinition {
+        columns: TableDefinition::parse_columns(
+            "id BIGINT NOT NULL, n BIGINT, s STRING, b BOOLEAN",
+        )
+        .unwrap(),
+        primary_keys: vec!["id".into()],
+        options: opts,
+        ..Default::default()
+    };
+    let table = catalog
+        .create_table(&Identifier::new("db", "t"), &def, false)
+        .await
+        .unwrap();
+    let wopts = WriteOptions {
+        row_kind_column: Some("op".into()),
+    };
+    let mut writer = table.new_write(wopts.clone()).unwrap();
+    let committer = table.new_commit("engine-test");
+    let mut pending = Model::new();
+    let mut history: Vec<(i64, Model)> = Vec::new();
+    for op in ops.into_iter().chain([Op::Commit]) {
+        match op {
+            Op::Write(rows) => {
+                writer.write(&batch(&rows)).await.unwrap();
+                for r in &rows {
+                    fold(engine, &mut pending, r);
+                }
+            }
+            Op::Commit | Op::Restart => {
+                let messages = writer.prepare_commit().await.unwrap();
+                let outcome = committer
+                    .commit(messages, BATCH_COMMIT_IDENTIFIER, None)
+                    .await
+                    .unwrap();
+                if let Some(sid) = outcome.snapshot_id() {
+                    history.push((sid, pending.clone()));
+                }
+                if matches!(op, Op::Restart) {
+                    writer = table.new_write(wopts.clone()).unwrap();
+                }
+            }
+        }
+    }
+    for (sid, state) in &history {
+        let got = sorted(rows(
+            &table
+                .read_all(SnapshotSelector::Id(*sid), None)
+                .await
+                .unwrap(),
+        ));
+        prop_assert_eq!(got, expected(engine, state), "snapshot {}", sid);
+    }
+    Ok(())
+}
+
+fn block_on<F: std::future::Future<Output = Result<(), TestCaseError>>>(
+    f: F,
+) -> Result<(), TestCaseError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn deduplicate_matches_model(ops in ops(&["+I", "+U", "-U", "-D"]), spill in prop_oneof![Just(1usize), Just(4), Just(1000)]) {
+        block_on(run(Engine::Deduplicate, &[], ops, spill))?;
+    }
+
+    #[test]
+    fn partial_update_matches_model(ops in ops(&["+I", "+U"]), spill in prop_oneof![Just(1usize), Just(4), Just(1000)]) {
+        block_on(run(Engine::PartialUpdate, &[("merge-engine", "partial-update")], ops, spill))?;
+    }
+
+    // Deletes: Paimon's partial-update lets an add that follows a -D in the same merge build on
+    // the -D's values, so a -D absorbed by a write buffer does not delete older files' fields.
+    // Keeping each key once per spill (one batch per spill, keys unique in a batch) makes the
+    // merge grouping the same as the model's. No -U: a merge starting with -U takes its values.
+    #[test]
+    fn partial_update_deletes_match_model(ops in ops(&["+I", "+U", "+I", "-D"]).prop_map(unique_keys_per_write)) {
+        block_on(run(Engine::PartialUpdate, &[("merge-engine", "partial-update"), ("partial-update.remove-record-on-delete", "true")], ops, 1))?;
+    }
+
+    #[test]
+    fn aggregation_matches_model(ops in ops(&["+I", "+U", "+I", "-U", "-D"]), spill in prop_oneof![Just(1usize), Just(4), Just(1000)]) {
+        block_on(run(Engine::Aggregation, &[
+            ("merge-engine", "aggregation"),
+            ("fields.n.aggregate-function", "sum"),
+            ("fields.s.aggregate-function", "listagg"),
+            ("fields.s.ignore-retract", "true"),
+            ("fields.b.aggregate-function", "bool_or"),
+            ("fields.b.ignore-retract", "true"),
+        ], ops, spill))?;
+    }
+}
+
+async fn one_by_one(table: &tidelake::Table, rows: &[Value]) {
+    for r in rows {
+        table
+            .write_batches(
+                &[crate::common::batch(table, std::slice::from_ref(r))],
+                WriteOptions::default(),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn partial_update_sequence_groups_order_fields_independently() {
+    let s = crate::common::Scratch::new();
+    let t = s
+        .create(
+            "db.pu",
+            "id INT NOT NULL, a INT, g1 INT, b STRING, g2 INT, c INT",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "1"),
+                ("merge-engine", "partial-update"),
+                ("fields.g1.sequence-group", "a"),
+                ("fields.g2.sequence-group", "b,c"),
+                ("fields.c.aggregate-function", "sum"),
+            ],
+        )
+        .await;
+    use serde_json::json;
+    one_by_one(
+        &t,
+        &[
+            json!({"id": 1, "a": 1, "g1": 1, "b": "x", "g2": 1, "c": 10}),
+            // Older g1: `a` keeps its value; all-null g2: the group is skipped (c not summed).
+            json!({"id": 1, "a": 2, "g1": 0, "b": null, "g2": null, "c": 5}),
+            // Newer groups overwrite, NULLs included; c is summed.
+            json!({"id": 1, "a": null, "g1": 2, "b": "y", "g2": 2, "c": 1}),
+        ],
+    )
+    .await;
+    let want = vec![vec![
+        json!(1),
+        Value::Null,
+        json!(2),
+        json!("y"),
+        json!(2),
+        json!(11),
+    ]];
+    assert_eq!(crate::common::read_rows(&t, None).await, want);
+    // Reads of an older snapshot merge only what existed then.
+    assert_eq!(
+        crate::common::read_rows(&t, Some(1)).await,
+        vec![vec![
+            json!(1),
+            json!(1),
+            json!(1),
+            json!("x"),
+            json!(1),
+            json!(10)
+        ]]
+    );
+
+    // A configuration Paimon rejects is rejected at creation.
+    let def = TableDefinition {
+        columns: TableDefinition::parse_columns("id INT NOT NULL, a INT").unwrap(),
+        primary_keys: vec!["id".into()],
+        options: [
+            ("bucket", "1"),
+            ("merge-engine", "partial-update"),
+            ("fields.a.aggregate-function", "sum"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        ..Default::default()
+    };
+    let err = s
+        .catalog
+        .create_table(&Identifier::new("db", "bad"), &def, false)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Must use sequence group for aggregation functions"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn partial_update_rejects_deletes_by_default_and_aggregation_unsupported_retractions() {
+    let s = crate::common::Scratch::new();
+    use serde_json::json;
+    let t = s
+        .create(
+            "db.pu",
+            "id INT NOT NULL, a INT",
+            &["id"],
+            &[],
+            &[("bucket", "1"), ("merge-engine", "partial-update")],
+        )
+        .await;
+    one_by_one(&t, &[json!({"id": 1, "a": 1})]).await;
+    let opts = WriteOptions {
+        row_kind_column: Some("op".into()),
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int32, false),
+        Field::new("a", DataType::Int32, true),
+        Field::new("op", DataType::Utf8, false),
+    ]));
+    let del = crate::common::batch_with_schema(schema, &[json!({"id": 1, "a": 1, "op": "-D"})]);
+    t.write_batches(&[del], opts.clone(), None).await.unwrap();
+    // The lone -D is stored; the merge of +I and -D fails as Paimon's does.
+    let err = t
+        .read_all(SnapshotSelector::Latest, None)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Partial update can not accept delete records"),
+        "{err}"
+    );
+    assert_eq!(err.kind(), tidelake::ErrorKind::InvalidArgument);
+
+    let t = s
+        .create(
+            "db.agg",
+            "id INT NOT NULL, a INT",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "1"),
+                ("merge-engine", "aggregation"),
+                ("fields.a.aggregate-function", "max"),
+            ],
+        )
+        .await;
+    one_by_one(&t, &[json!({"id": 1, "a": 1}), json!({"id": 1, "a": 7})]).await;
+    assert_eq!(
+        crate::common::read_rows(&t, None).await,
+        vec![vec![json!(1), json!(7)]]
+    );
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int32, false),
+        Field::new("a", DataType::Int32, true),
+        Field::new("op", DataType::Utf8, false),
+    ]));
+    let retract = crate::common::batch_with_schema(schema, &[json!({"id": 1, "a": 7, "op": "-U"})]);
+    t.write_batches(&[retract], opts, None).await.unwrap();
+    let err = t
+        .read_all(SnapshotSelector::Latest, None)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Aggregate function 'max' does not support retraction"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn sequence_field_decides_the_winner() {
+    let s = crate::common::Scratch::new();
+    use serde_json::json;
+    let t = s
+        .create(
+            "db.seq",
+            "id INT NOT NULL, v STRING, ts BIGINT",
+            &["id"],
+            &[],
+            &[("bucket", "1"), ("sequence.field", "ts")],
+        )
+        .await;
+    one_by_one(
+        &t,
+        &[
+            json!({"id": 1, "v": "a", "ts": 5}),
+            json!({"id": 1, "v": "b", "ts": 3}),
+        ],
+    )
+    .await;
+    assert_eq!(
+        crate::common::read_rows(&t, None).await,
+        vec![vec![json!(1), json!("a"), json!(5)]]
+    );
+    // NULL is the oldest sequence value.
+    one_by_one(&t, &[json!({"id": 1, "v": "c", "ts": null})]).await;
+    assert_eq!(
+        crate::common::read_rows(&t, None).await,
+        vec![vec![json!(1), json!("a"), json!(5)]]
+    );
+    // A tie goes to the later write; a projection without the sequence field still merges by it.
+    one_by_one(&t, &[json!({"id": 1, "v": "d", "ts": 5})]).await;
+    let v = t
+        .read_all(SnapshotSelector::Latest, Some(&["v".to_string()]))
+        .await
+        .unwrap();
+    assert_eq!(rows(&v), vec![vec![json!("d")]]);
+}
