@@ -103,6 +103,16 @@ enum Command {
         #[arg(long)]
         limit: Option<usize>,
     },
+    /// Compact a table: what the universal picker selects, or everything with --full.
+    Compact {
+        table: String,
+        /// Rewrite every bucket into one sorted run at the top level (drops deletes).
+        #[arg(long)]
+        full: bool,
+        /// Only partitions with KEY=VALUE (repeatable).
+        #[arg(long = "partition", value_name = "KEY=VALUE")]
+        partitions: Vec<String>,
+    },
     /// List a table's snapshots.
     Snapshots { table: String },
     /// List the tables of one database, or of all.
@@ -259,6 +269,20 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 batches = cli::output::limit(batches, limit);
             }
             cli::output::print(&read.schema(), &batches, format)?;
+        }
+        Command::Compact { table, full, partitions } => {
+            let catalog = open()?;
+            let id = Identifier::parse(&table)?;
+            let t = catalog.load_table(&id).await?;
+            let filter = cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?;
+            let report = t.compact(full, filter).await?;
+            match report.snapshot_id {
+                Some(s) => println!(
+                    "compacted {} bucket(s) of {id}: {} files rewritten into {}; snapshot {s}",
+                    report.buckets_compacted, report.files_before, report.files_after
+                ),
+                None => println!("{id} needs no compaction"),
+            }
         }
         Command::Snapshots { table } => {
             let catalog = open()?;

@@ -27,11 +27,12 @@ use std::time::Duration;
 use super::write::CommitMessage;
 use super::Table;
 use crate::catalog::now_millis;
-use crate::error::{ConflictSnafu, Result};
+use crate::error::{ConflictSnafu, ErrorKind, Result};
 use crate::manifest::FileNamer;
 use crate::spec::binary_row::{self, Datum};
-use crate::spec::manifest::{FileKind, ManifestEntry, ManifestFileMeta};
+use crate::spec::manifest::{FileIdentifier, FileKind, ManifestEntry, ManifestFileMeta};
 use crate::spec::snapshot::{BATCH_COMMIT_IDENTIFIER, SNAPSHOT_VERSION};
+use crate::spec::DataFileMeta;
 use crate::spec::{CommitKind, Snapshot};
 
 /// Manifests at which the base manifest list is compacted into one manifest
@@ -99,41 +100,107 @@ impl TableCommit {
         identifier: i64,
         overwrite: Option<Overwrite>,
     ) -> Result<CommitOutcome> {
-        let has_files = messages.iter().any(|m| !m.new_files.is_empty());
-        if !has_files && overwrite.is_none() {
+        let entries = |files: fn(&CommitMessage) -> &Vec<DataFileMeta>,
+                       kind: FileKind|
+         -> Vec<ManifestEntry> {
+            messages
+                .iter()
+                .flat_map(|m| {
+                    files(m).iter().map(move |f| ManifestEntry {
+                        kind,
+                        partition: m.partition.clone(),
+                        bucket: m.bucket,
+                        total_buckets: m.total_buckets,
+                        file: f.clone(),
+                    })
+                })
+                .collect()
+        };
+        let adds = entries(|m| &m.new_files, FileKind::Add);
+        let mut compaction = entries(|m| &m.compact_before, FileKind::Delete);
+        compaction.extend(entries(|m| &m.compact_after, FileKind::Add));
+        if adds.is_empty() && overwrite.is_none() && compaction.is_empty() {
             return Ok(CommitOutcome::Empty);
         }
+        if identifier != BATCH_COMMIT_IDENTIFIER {
+            let latest = self.table.snapshot_manager().latest().await?;
+            if let Some(id) = self.find_committed(latest.as_ref(), identifier).await? {
+                return Ok(CommitOutcome::AlreadyCommitted(id));
+            }
+        }
+        // At most two snapshots per commit: the new data (APPEND or OVERWRITE), then the
+        // compaction (COMPACT), both with the same identifier.
+        let mut outcome = CommitOutcome::Empty;
+        if !adds.is_empty() || overwrite.is_some() {
+            let kind = if overwrite.is_some() {
+                CommitKind::Overwrite
+            } else {
+                CommitKind::Append
+            };
+            outcome = self
+                .try_commit(kind, adds, overwrite.as_ref(), identifier)
+                .await?;
+        }
+        if !compaction.is_empty() {
+            outcome = match self
+                .try_commit(CommitKind::Compact, compaction, None, identifier)
+                .await
+            {
+                Ok(o) => o,
+                // The new data is committed; a compaction that lost to a concurrent one is only
+                // work to redo later. Its files were never published.
+                Err(e) if outcome != CommitOutcome::Empty && e.kind() == ErrorKind::Conflict => {
+                    tracing::warn!(table = %self.table.identifier(), error = %e, "compaction not committed");
+                    self.remove_unpublished(&messages).await;
+                    outcome
+                }
+                Err(e) => {
+                    if e.kind() == ErrorKind::Conflict {
+                        self.remove_unpublished(&messages).await;
+                    }
+                    return Err(e);
+                }
+            };
+        }
+        Ok(outcome)
+    }
+
+    /// Deletes the outputs of a compaction that was not committed.
+    async fn remove_unpublished(&self, messages: &[CommitMessage]) {
+        for m in messages {
+            if let Ok(dir) = self.table.bucket_dir(&m.partition, m.bucket) {
+                for f in &m.compact_after {
+                    let _ = self
+                        .table
+                        .io()
+                        .delete(&format!("{dir}/{}", f.file_name))
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// Publishes one snapshot of `kind` holding `fixed` (plus, for an overwrite, DELETEs of the
+    /// overwritten files as of the snapshot it builds on), retrying lost races.
+    async fn try_commit(
+        &self,
+        kind: CommitKind,
+        fixed: Vec<ManifestEntry>,
+        overwrite: Option<&Overwrite>,
+        identifier: i64,
+    ) -> Result<CommitOutcome> {
         let table = &self.table;
         let layout = table.layout()?;
         let sm = table.snapshot_manager();
         let mm = table.manifest_manager();
-        let kind = if overwrite.is_some() {
-            CommitKind::Overwrite
-        } else {
-            CommitKind::Append
-        };
-        let adds: Vec<ManifestEntry> = messages
-            .iter()
-            .flat_map(|m| {
-                m.new_files.iter().map(move |f| ManifestEntry {
-                    kind: FileKind::Add,
-                    partition: m.partition.clone(),
-                    bucket: m.bucket,
-                    total_buckets: m.total_buckets,
-                    file: f.clone(),
-                })
-            })
-            .collect();
-        let check_committed = identifier != BATCH_COMMIT_IDENTIFIER;
+        let adds = fixed;
         let mut attempt = 0u32;
         // The manifest of ADDs does not depend on the base, so retries reuse it.
         let mut adds_manifest: Option<ManifestFileMeta> = None;
         loop {
             let latest = sm.latest().await?;
-            if check_committed {
-                if let Some(id) = self.find_committed(latest.as_ref(), identifier).await? {
-                    return Ok(CommitOutcome::AlreadyCommitted(id));
-                }
+            if kind == CommitKind::Compact {
+                check_compaction(&self.table, latest.as_ref(), &adds).await?;
             }
             let next_id = latest.as_ref().map(|s| s.id + 1).unwrap_or(1);
 
@@ -144,7 +211,7 @@ impl TableCommit {
                 base_metas.extend(mm.read_manifest_list(&prev.delta_manifest_list).await?);
             }
             let mut deletes: Vec<ManifestEntry> = Vec::new();
-            if let (Some(ow), Some(prev)) = (&overwrite, &latest) {
+            if let (Some(ow), Some(prev)) = (overwrite, &latest) {
                 for e in mm.live_entries(prev).await? {
                     if overwrite_matches(
                         ow,
@@ -207,8 +274,14 @@ impl TableCommit {
             let (base_list, base_size) = mm.write_manifest_list(&self.namer, &base_metas).await?;
             let (delta_list, delta_size) =
                 mm.write_manifest_list(&self.namer, &delta_metas).await?;
-            let added_rows: i64 = adds.iter().map(|e| e.file.row_count).sum();
-            let deleted_rows: i64 = deletes.iter().map(|e| e.file.row_count).sum();
+            let rows_of = |kind: FileKind| -> i64 {
+                adds.iter()
+                    .chain(&deletes)
+                    .filter(|e| e.kind == kind)
+                    .map(|e| e.file.row_count)
+                    .sum()
+            };
+            let (added_rows, deleted_rows) = (rows_of(FileKind::Add), rows_of(FileKind::Delete));
             let delta_records = added_rows - deleted_rows;
             let snapshot = Snapshot {
                 version: SNAPSHOT_VERSION,
@@ -316,6 +389,38 @@ impl TableCommit {
         }
         Ok(None)
     }
+}
+
+/// A compaction may only delete files that are still live: another compactor (or an overwrite)
+/// may have replaced them since it started. Conflicts are final, as in Paimon.
+async fn check_compaction(
+    table: &Table,
+    latest: Option<&Snapshot>,
+    entries: &[ManifestEntry],
+) -> Result<()> {
+    let live: HashSet<FileIdentifier> = match latest {
+        Some(s) => table
+            .manifest_manager()
+            .live_entries(s)
+            .await?
+            .iter()
+            .map(ManifestEntry::identifier)
+            .collect(),
+        None => HashSet::new(),
+    };
+    for e in entries.iter().filter(|e| e.kind == FileKind::Delete) {
+        if !live.contains(&e.identifier()) {
+            return ConflictSnafu {
+                table: table.identifier().to_string(),
+                message: format!(
+                    "file deletion conflict: compaction input {} (bucket {}, level {}) is no longer live; give up committing",
+                    e.file.file_name, e.bucket, e.file.level
+                ),
+            }
+            .fail();
+        }
+    }
+    Ok(())
 }
 
 fn backoff(attempt: u32) -> Duration {

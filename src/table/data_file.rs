@@ -27,6 +27,7 @@ pub fn encode(
     file_name: String,
     level: i32,
     sequence_range: Option<(i64, i64)>,
+    source: FileSource,
     now_millis: i64,
 ) -> Result<(Bytes, DataFileMeta)> {
     let mut props = WriterProperties::builder()
@@ -108,7 +109,7 @@ pub fn encode(
         creation_time: Some(now_millis),
         delete_row_count: deletes,
         embedded_file_index: None,
-        file_source: Some(FileSource::Append as i32),
+        file_source: Some(source as i32),
         value_stats_cols: Some(vec![]),
         external_path: None,
         first_row_id: None,

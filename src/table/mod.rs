@@ -6,6 +6,7 @@
 //! ```
 
 pub mod commit;
+pub mod compact;
 pub mod data_file;
 pub mod layout;
 pub mod read;

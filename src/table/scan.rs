@@ -45,6 +45,7 @@ pub struct ScanBuilder {
     table: Table,
     selector: SnapshotSelector,
     partition_filter: Vec<(String, Datum)>,
+    all_levels: bool,
 }
 
 impl ScanBuilder {
@@ -53,7 +54,14 @@ impl ScanBuilder {
             table,
             selector: SnapshotSelector::Latest,
             partition_filter: vec![],
+            all_levels: false,
         }
+    }
+
+    /// Plans every live file, including level 0 of first-row tables (which batch reads skip).
+    pub fn all_levels(mut self) -> Self {
+        self.all_levels = true;
+        self
     }
 
     pub fn snapshot(mut self, selector: SnapshotSelector) -> Self {
@@ -105,8 +113,9 @@ impl ScanBuilder {
             }
         }
         // First-row tables (like Paimon's batch scans) only show compacted files.
-        let skip_level0 =
-            layout.is_primary_key_table() && layout.merge_engine == MergeEngine::FirstRow;
+        let skip_level0 = !self.all_levels
+            && layout.is_primary_key_table()
+            && layout.merge_engine == MergeEngine::FirstRow;
         let mut groups: BTreeMap<(Vec<u8>, i32), Vec<DataFileMeta>> = BTreeMap::new();
         for e in table.manifest_manager().live_entries(&snapshot).await? {
             if skip_level0 && e.file.level == 0 {

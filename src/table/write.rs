@@ -21,6 +21,7 @@ use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
 use crate::lsm::{PendingRun, WriteBuffer};
 use crate::manifest::FileNamer;
 use crate::spec::binary_row::{self, BinaryRowWriter};
+use crate::spec::manifest::FileSource;
 use crate::spec::{BucketMode, DataFileMeta, MergeEngine, RowKind};
 
 /// New files of one (partition, bucket), produced by a writer for one commit.
@@ -30,6 +31,9 @@ pub struct CommitMessage {
     pub bucket: i32,
     pub total_buckets: i32,
     pub new_files: Vec<DataFileMeta>,
+    /// Files a compaction replaced (at their old levels) and the files it wrote.
+    pub compact_before: Vec<DataFileMeta>,
+    pub compact_after: Vec<DataFileMeta>,
 }
 
 type BucketId = (Vec<u8>, i32);
@@ -71,7 +75,10 @@ impl SpillJob {
             ),
         };
         match batch {
-            Some(b) => data_file::encode(layout, &b, name, 0, range, now_millis()).map(Some),
+            Some(b) => {
+                data_file::encode(layout, &b, name, 0, range, FileSource::Append, now_millis())
+                    .map(Some)
+            }
             None => Ok(None),
         }
     }
@@ -95,6 +102,11 @@ pub struct TableWrite {
     writers: HashMap<BucketId, BucketWriter>,
     /// Highest sequence number per bucket in the snapshot the writer started from.
     restored: Option<HashMap<BucketId, i64>>,
+    /// Live files per bucket (restored ones, then this writer's spills and compactions), the
+    /// input of compaction picking.
+    live: HashMap<BucketId, Vec<DataFileMeta>>,
+    /// `write-only`: never compact (a separate job does).
+    write_only: bool,
     pending: HashMap<BucketId, Vec<DataFileMeta>>,
     spill_rows: usize,
 }
@@ -112,6 +124,10 @@ impl TableWrite {
             }
         }
         let spill_rows = table.options().write_buffer_rows();
+        let write_only = table
+            .options()
+            .get("write-only")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
         Ok(Self {
             table,
             layout,
@@ -119,6 +135,8 @@ impl TableWrite {
             namer: FileNamer::default(),
             writers: HashMap::new(),
             restored: None,
+            live: HashMap::new(),
+            write_only,
             pending: HashMap::new(),
             spill_rows,
         })
@@ -137,7 +155,9 @@ impl TableWrite {
         }
         let groups = self.route(&values)?;
         if self.restored.is_none() {
-            self.restored = Some(self.restore_sequences().await?);
+            let (sequences, live) = self.restore().await?;
+            self.restored = Some(sequences);
+            self.live = live;
         }
         let single = groups.len() == 1;
         for ((partition, bucket), rows) in groups {
@@ -196,9 +216,12 @@ impl TableWrite {
                 bucket,
                 total_buckets,
                 new_files,
+                compact_before: vec![],
+                compact_after: vec![],
             })
             .collect();
         messages.sort_by(|a, b| (&a.partition, a.bucket).cmp(&(&b.partition, b.bucket)));
+        self.compact_touched(&mut messages).await?;
         Ok(messages)
     }
 
@@ -283,10 +306,14 @@ impl TableWrite {
         Ok(())
     }
 
-    async fn restore_sequences(&self) -> Result<HashMap<BucketId, i64>> {
+    /// Highest sequence number and live files per bucket in the latest snapshot.
+    async fn restore(
+        &self,
+    ) -> Result<(HashMap<BucketId, i64>, HashMap<BucketId, Vec<DataFileMeta>>)> {
         let mut max: HashMap<BucketId, i64> = HashMap::new();
+        let mut live: HashMap<BucketId, Vec<DataFileMeta>> = HashMap::new();
         let Some(snapshot) = self.table.snapshot_manager().latest().await? else {
-            return Ok(max);
+            return Ok((max, live));
         };
         let total = self.layout.total_buckets();
         for e in self
@@ -302,10 +329,50 @@ impl TableWrite {
                     e.total_buckets
                 );
             }
-            let slot = max.entry((e.partition, e.bucket)).or_insert(-1);
+            let slot = max.entry((e.partition.clone(), e.bucket)).or_insert(-1);
             *slot = (*slot).max(e.file.max_sequence_number);
+            live.entry((e.partition, e.bucket))
+                .or_default()
+                .push(e.file);
         }
-        Ok(max)
+        Ok((max, live))
+    }
+
+    /// One compaction round over the buckets this commit touched, as Paimon's batch writers do
+    /// before committing: whatever the universal picker selects is rewritten now and committed as
+    /// the COMPACT snapshot that follows the APPEND one.
+    async fn compact_touched(&mut self, messages: &mut [CommitMessage]) -> Result<()> {
+        if self.write_only {
+            return Ok(());
+        }
+        let opts = super::compact::picker_options(&self.table.options());
+        for m in messages.iter_mut() {
+            let id = (m.partition.clone(), m.bucket);
+            let files = self.live.entry(id).or_default();
+            files.extend(m.new_files.iter().cloned());
+            let Some((inputs, level)) = super::compact::plan(&self.layout, files, &opts, false)
+            else {
+                continue;
+            };
+            let job = super::compact::BucketCompaction {
+                partition: &m.partition,
+                bucket: m.bucket,
+                all_files: files,
+                inputs: &inputs,
+                output_level: level,
+            };
+            let after =
+                super::compact::rewrite(&self.table, &self.layout, &self.namer, job).await?;
+            files.retain(|f| {
+                !inputs
+                    .iter()
+                    .any(|i| i.file_name == f.file_name && i.level == f.level)
+            });
+            files.extend(after.iter().cloned());
+            m.compact_before = inputs;
+            m.compact_after = after;
+        }
+        Ok(())
     }
 
     /// Checks `batch` against the schema; returns it as the table's columns plus row kinds.

@@ -17,9 +17,13 @@ async fn eight_committers_on_one_table() {
     let s = Scratch::new();
     for (name, pk) in [("db.append_t", &[][..]), ("db.pk_t", &["id"][..])] {
         let opts: &[(&str, &str)] = if pk.is_empty() {
-            &[("commit.max-retries", "200")]
+            &[("commit.max-retries", "200"), ("write-only", "true")]
         } else {
-            &[("bucket", "3"), ("commit.max-retries", "200")]
+            &[
+                ("bucket", "3"),
+                ("commit.max-retries", "200"),
+                ("write-only", "true"),
+            ]
         };
         let table = s
             .create(name, "id BIGINT NOT NULL, who INT, n INT", pk, &[], opts)

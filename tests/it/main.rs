@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod common;
+mod compaction;
 mod concurrency;
 mod engines;
 mod fixtures;

@@ -1,0 +1,286 @@
+//! Compaction: continuous writes keep the LSM tree in shape, full compaction leaves one run at the
+//! top level, results read the same in tidelake and pypaimon, and first-row tables show their rows
+//! once compacted.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+use tidelake::lsm::levels::sorted_runs;
+use tidelake::spec::CommitKind;
+use tidelake::table::{SnapshotSelector, WriteOptions};
+
+use crate::common::{batch, paimon_rows, read_rows, sorted, Scratch};
+
+async fn runs_per_bucket(table: &tidelake::Table) -> Vec<usize> {
+    let plan = table.new_scan().all_levels().plan().await.unwrap();
+    plan.splits
+        .iter()
+        .map(|s| sorted_runs(&s.files).len())
+        .collect()
+}
+
+#[tokio::test]
+async fn continuous_writes_with_compaction_stay_correct_and_bounded() {
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.t",
+            "id BIGINT NOT NULL, v BIGINT, tag STRING",
+            &["id"],
+            &[],
+            &[("bucket", "2"), ("write-buffer-rows", "50")],
+        )
+        .await;
+    let mut model: BTreeMap<i64, (i64, String)> = BTreeMap::new();
+    let mut x: u64 = 42;
+    let mut writer = t.new_write(WriteOptions::default()).unwrap();
+    let commit = t.new_commit("continuous");
+    let mut max_runs = 0;
+    for c in 0..60i64 {
+        let mut rows = Vec::new();
+        for _ in 0..120 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let id = ((x >> 33) % 500) as i64;
+            let tag = format!("c{c}");
+            model.insert(id, (c, tag.clone()));
+            rows.push(json!({"id": id, "v": c, "tag": tag}));
+        }
+        writer.write(&batch(&t, &rows)).await.unwrap();
+        commit
+            .commit(writer.prepare_commit().await.unwrap(), c + 1, None)
+            .await
+            .unwrap();
+        let runs = runs_per_bucket(&t).await;
+        max_runs = max_runs.max(runs.iter().copied().max().unwrap_or(0));
+        assert!(
+            runs.iter().all(|&r| r <= 8),
+            "sorted runs above the stop trigger: {runs:?}"
+        );
+    }
+    let want: Vec<Vec<Value>> = sorted(
+        model
+            .iter()
+            .map(|(id, (v, tag))| vec![json!(id), json!(v), json!(tag)])
+            .collect(),
+    );
+    assert_eq!(read_rows(&t, None).await, want);
+    let sm = t.snapshot_manager();
+    let mut compacts = 0;
+    for id in sm.list_ids().await.unwrap() {
+        if sm.snapshot(id).await.unwrap().commit_kind == CommitKind::Compact {
+            compacts += 1;
+        }
+    }
+    assert!(compacts > 0, "compaction ran");
+    let files = t.new_scan().plan().await.unwrap().file_count();
+    assert!(files <= 2 * 8, "live files stay bounded: {files}");
+    assert!(max_runs >= 2);
+    // pypaimon reads the compacted table (levels > 0, COMPACT snapshots) the same way.
+    assert_eq!(paimon_rows(s.path(), "db.t", None), want);
+
+    // A full compaction leaves one sorted run per bucket, at the top level, with no deletes.
+    let report = t.compact(true, vec![]).await.unwrap();
+    assert!(report.snapshot_id.is_some());
+    let plan = t.new_scan().plan().await.unwrap();
+    for split in &plan.splits {
+        let runs = sorted_runs(&split.files);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].level, 5);
+    }
+    assert_eq!(read_rows(&t, None).await, want);
+    assert_eq!(paimon_rows(s.path(), "db.t", None), want);
+    // Nothing left to do: no new snapshot.
+    assert_eq!(t.compact(true, vec![]).await.unwrap().snapshot_id, None);
+}
+
+#[tokio::test]
+async fn full_compaction_drops_deletes_and_keeps_time_travel() {
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.t",
+            "id INT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[("bucket", "1"), ("write-only", "true")],
+        )
+        .await;
+    let opts = WriteOptions {
+        row_kind_column: Some("op".into()),
+    };
+    let kinds = |rows: &[Value]| {
+        crate::common::batch_with_schema(
+            std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+                arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int32, false),
+                arrow::datatypes::Field::new("v", arrow::datatypes::DataType::Utf8, true),
+                arrow::datatypes::Field::new("op", arrow::datatypes::DataType::Utf8, false),
+            ])),
+            rows,
+        )
+    };
+    t.write_batches(
+        &[kinds(&[
+            json!({"id": 1, "v": "a", "op": "+I"}),
+            json!({"id": 2, "v": "b", "op": "+I"}),
+        ])],
+        opts.clone(),
+        None,
+    )
+    .await
+    .unwrap();
+    t.write_batches(
+        &[kinds(&[
+            json!({"id": 2, "v": "b", "op": "-D"}),
+            json!({"id": 3, "v": "c", "op": "+I"}),
+        ])],
+        opts.clone(),
+        None,
+    )
+    .await
+    .unwrap();
+    let before = read_rows(&t, None).await;
+    let report = t.compact(true, vec![]).await.unwrap();
+    assert_eq!(report.files_before, 2);
+    let files = t.new_scan().plan().await.unwrap();
+    let meta = &files.splits[0].files[0];
+    assert_eq!(
+        meta.delete_row_count,
+        Some(0),
+        "deletes dropped at the top level"
+    );
+    assert_eq!(meta.row_count, 2);
+    assert_eq!(read_rows(&t, None).await, before);
+    assert_eq!(
+        read_rows(&t, Some(1)).await.len(),
+        2,
+        "snapshot 1 still reads its files"
+    );
+    let snap = t.snapshot_manager().latest().await.unwrap().unwrap();
+    assert_eq!(snap.commit_kind, CommitKind::Compact);
+    assert_eq!(snap.total_record_count, Some(2));
+}
+
+#[tokio::test]
+async fn first_row_rows_appear_after_compaction() {
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.f",
+            "id INT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "1"),
+                ("merge-engine", "first-row"),
+                ("write-only", "true"),
+            ],
+        )
+        .await;
+    t.write_batches(
+        &[batch(
+            &t,
+            &[
+                json!({"id": 1, "v": "first1"}),
+                json!({"id": 2, "v": "first2"}),
+            ],
+        )],
+        WriteOptions::default(),
+        None,
+    )
+    .await
+    .unwrap();
+    t.write_batches(
+        &[batch(
+            &t,
+            &[
+                json!({"id": 1, "v": "late"}),
+                json!({"id": 3, "v": "first3"}),
+            ],
+        )],
+        WriteOptions::default(),
+        None,
+    )
+    .await
+    .unwrap();
+    // As in Paimon, level-0 files are invisible to batch reads of first-row tables.
+    assert_eq!(read_rows(&t, None).await, Vec::<Vec<Value>>::new());
+    t.compact(true, vec![]).await.unwrap();
+    let want = vec![
+        vec![json!(1), json!("first1")],
+        vec![json!(2), json!("first2")],
+        vec![json!(3), json!("first3")],
+    ];
+    assert_eq!(read_rows(&t, None).await, want);
+    assert_eq!(paimon_rows(s.path(), "db.f", None), want);
+    // The old snapshot is still readable.
+    assert!(t
+        .read_all(SnapshotSelector::Id(2), None)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn append_tables_compact_small_files_in_order() {
+    let s = Scratch::new();
+    let t = s
+        .create("db.a", "id BIGINT NOT NULL, v STRING", &[], &[], &[])
+        .await;
+    for i in 0..7 {
+        t.write_batches(
+            &[batch(&t, &[json!({"id": i, "v": format!("v{i}")})])],
+            WriteOptions::default(),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    // Every commit after the fifth small file compacts them into one file.
+    let plan = t.new_scan().plan().await.unwrap();
+    assert!(plan.file_count() < 7, "{} files", plan.file_count());
+    let rows = crate::common::rows(&t.read_all(SnapshotSelector::Latest, None).await.unwrap());
+    let ids: Vec<i64> = rows.iter().map(|r| r[0].as_i64().unwrap()).collect();
+    assert_eq!(ids, (0..7).collect::<Vec<_>>(), "append order kept");
+    assert_eq!(paimon_rows(s.path(), "db.a", None).len(), 7);
+}
+
+#[tokio::test]
+async fn a_losing_compactor_gives_up_cleanly() {
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.t",
+            "id INT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[("bucket", "1"), ("write-only", "true")],
+        )
+        .await;
+    for i in 0..3 {
+        t.write_batches(
+            &[batch(&t, &[json!({"id": i, "v": "x"})])],
+            WriteOptions::default(),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    // Two compactors start from the same snapshot; the second one's inputs are gone when it commits.
+    let (a, b) = tokio::join!(t.compact(true, vec![]), t.compact(true, vec![]));
+    let outcomes = [a.is_ok(), b.is_ok()];
+    assert!(outcomes.contains(&true), "{a:?} {b:?}");
+    if let Some(err) = [a, b].into_iter().find_map(Result::err) {
+        assert_eq!(err.kind(), tidelake::ErrorKind::Conflict, "{err}");
+        assert!(err.to_string().contains("no longer live"), "{err}");
+    }
+    assert_eq!(read_rows(&t, None).await.len(), 3);
+    // No unpublished output stays behind: every data file on disk is live or was live before.
+    let mut on_disk = 0;
+    for e in std::fs::read_dir(s.dir.path().join("db.db/t/bucket-0")).unwrap() {
+        let _ = e.unwrap();
+        on_disk += 1;
+    }
+    assert!(on_disk <= 3 + 1, "{on_disk} data files on disk");
+}
