@@ -270,11 +270,16 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             }
             cli::output::print(&read.schema(), &batches, format)?;
         }
-        Command::Compact { table, full, partitions } => {
+        Command::Compact {
+            table,
+            full,
+            partitions,
+        } => {
             let catalog = open()?;
             let id = Identifier::parse(&table)?;
             let t = catalog.load_table(&id).await?;
-            let filter = cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?;
+            let filter =
+                cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?;
             let report = t.compact(full, filter).await?;
             match report.snapshot_id {
                 Some(s) => println!(

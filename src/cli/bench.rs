@@ -43,6 +43,10 @@ pub(crate) struct BenchArgs {
     /// Skip the pypaimon side.
     #[arg(long)]
     no_peers: bool,
+    /// Create the primary-key table with `write-only` = true (no compaction while writing, as
+    /// pypaimon), instead of one compaction round per commit.
+    #[arg(long)]
+    write_only: bool,
 }
 
 /// splitmix64: a small deterministic generator, enough for benchmark data.
@@ -156,6 +160,9 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
     // ---- primary-key insert ----
     let mut opts = BTreeMap::new();
     opts.insert("bucket".to_string(), args.buckets.to_string());
+    if args.write_only {
+        opts.insert("write-only".to_string(), "true".to_string());
+    }
     let pk = catalog
         .create_table(
             &Identifier::new("bench", "pk_w"),

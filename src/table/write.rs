@@ -342,7 +342,8 @@ impl TableWrite {
     /// before committing: whatever the universal picker selects is rewritten now and committed as
     /// the COMPACT snapshot that follows the APPEND one.
     async fn compact_touched(&mut self, messages: &mut [CommitMessage]) -> Result<()> {
-        if self.write_only {
+        // Bucket-unaware append tables are compacted by a separate job in Paimon, never by writers.
+        if self.write_only || self.layout.bucket_mode == BucketMode::Unaware {
             return Ok(());
         }
         let opts = super::compact::picker_options(&self.table.options());

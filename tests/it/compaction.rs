@@ -226,24 +226,63 @@ async fn first_row_rows_appear_after_compaction() {
 async fn append_tables_compact_small_files_in_order() {
     let s = Scratch::new();
     let t = s
-        .create("db.a", "id BIGINT NOT NULL, v STRING", &[], &[], &[])
+        .create(
+            "db.a",
+            "id BIGINT NOT NULL, v STRING",
+            &[],
+            &[],
+            &[("bucket", "1"), ("bucket-key", "id")],
+        )
         .await;
     for i in 0..7 {
-        t.write_batches(
-            &[batch(&t, &[json!({"id": i, "v": format!("v{i}")})])],
+        let rows = [
+            json!({"id": 2 * i, "v": "x"}),
+            json!({"id": 2 * i + 1, "v": "y"}),
+        ];
+        t.write_batches(&[batch(&t, &rows)], WriteOptions::default(), None)
+            .await
+            .unwrap();
+    }
+    // The commit that brings the fifth small file compacts them into one, keeping sequence order.
+    let plan = t.new_scan().plan().await.unwrap();
+    assert_eq!(
+        plan.file_count(),
+        3,
+        "one compacted file and the two written after it"
+    );
+    let compacted = plan.splits[0]
+        .files
+        .iter()
+        .find(|f| f.file_source == Some(1))
+        .unwrap();
+    assert_eq!(
+        (
+            compacted.min_sequence_number,
+            compacted.max_sequence_number,
+            compacted.row_count
+        ),
+        (0, 9, 10)
+    );
+    let rows = crate::common::rows(&t.read_all(SnapshotSelector::Latest, None).await.unwrap());
+    let ids: Vec<i64> = rows.iter().map(|r| r[0].as_i64().unwrap()).collect();
+    assert_eq!(ids, (0..14).collect::<Vec<_>>(), "append order kept");
+    assert_eq!(paimon_rows(s.path(), "db.a", None).len(), 14);
+
+    // Bucket-unaware tables are compacted on demand only (as by Paimon's dedicated job).
+    let u = s.create("db.u", "id BIGINT NOT NULL", &[], &[], &[]).await;
+    for i in 0..6 {
+        u.write_batches(
+            &[batch(&u, &[json!({"id": i})])],
             WriteOptions::default(),
             None,
         )
         .await
         .unwrap();
     }
-    // Every commit after the fifth small file compacts them into one file.
-    let plan = t.new_scan().plan().await.unwrap();
-    assert!(plan.file_count() < 7, "{} files", plan.file_count());
-    let rows = crate::common::rows(&t.read_all(SnapshotSelector::Latest, None).await.unwrap());
-    let ids: Vec<i64> = rows.iter().map(|r| r[0].as_i64().unwrap()).collect();
-    assert_eq!(ids, (0..7).collect::<Vec<_>>(), "append order kept");
-    assert_eq!(paimon_rows(s.path(), "db.a", None).len(), 7);
+    assert_eq!(u.new_scan().plan().await.unwrap().file_count(), 6);
+    u.compact(true, vec![]).await.unwrap();
+    assert_eq!(u.new_scan().plan().await.unwrap().file_count(), 1);
+    assert_eq!(read_rows(&u, None).await.len(), 6);
 }
 
 #[tokio::test]
