@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use tidelake::table::lifecycle::{parse_duration_millis, RollbackTarget};
 use tidelake::table::{Overwrite, SnapshotSelector, WriteOptions};
 use tidelake::{Catalog, Identifier, TableDefinition};
 
@@ -40,6 +41,24 @@ enum OutputFormat {
     Table,
     Jsonl,
     Csv,
+}
+
+#[derive(Debug, Subcommand)]
+enum TagAction {
+    /// Tag a snapshot (the latest by default).
+    Create {
+        table: String,
+        name: String,
+        #[arg(long)]
+        snapshot_id: Option<i64>,
+    },
+    List {
+        table: String,
+    },
+    Delete {
+        table: String,
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,8 +108,11 @@ enum Command {
         table: String,
         #[arg(long, conflicts_with = "timestamp_millis")]
         snapshot_id: Option<i64>,
-        #[arg(long)]
+        #[arg(long, conflicts_with = "tag")]
         timestamp_millis: Option<i64>,
+        /// Read the snapshot a tag pins.
+        #[arg(long, conflicts_with = "snapshot_id")]
+        tag: Option<String>,
         /// Columns to return, comma-separated.
         #[arg(long, value_delimiter = ',')]
         columns: Vec<String>,
@@ -112,6 +134,39 @@ enum Command {
         /// Only partitions with KEY=VALUE (repeatable).
         #[arg(long = "partition", value_name = "KEY=VALUE")]
         partitions: Vec<String>,
+    },
+    /// Expire snapshots by the table's retention options (overridable here).
+    Expire {
+        table: String,
+        #[arg(long)]
+        retain_min: Option<i64>,
+        #[arg(long)]
+        retain_max: Option<i64>,
+        /// e.g. `1 h`, `30 min`, `0 ms`.
+        #[arg(long)]
+        older_than: Option<String>,
+    },
+    /// Create, list or delete tags.
+    Tag {
+        #[command(subcommand)]
+        action: TagAction,
+    },
+    /// Roll a table back to a snapshot or a tag.
+    Rollback {
+        table: String,
+        #[arg(long, conflicts_with = "tag", required_unless_present = "tag")]
+        snapshot_id: Option<i64>,
+        #[arg(long)]
+        tag: Option<String>,
+    },
+    /// Remove files no snapshot or tag references (dry run unless --delete).
+    Orphans {
+        table: String,
+        /// Only files older than this (default `1 d`).
+        #[arg(long, default_value = "1 d")]
+        older_than: String,
+        #[arg(long)]
+        delete: bool,
     },
     /// List a table's snapshots.
     Snapshots { table: String },
@@ -237,6 +292,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             table,
             snapshot_id,
             timestamp_millis,
+            tag,
             columns,
             partitions,
             format,
@@ -245,10 +301,11 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             let catalog = open()?;
             let id = Identifier::parse(&table)?;
             let t = catalog.load_table(&id).await?;
-            let selector = match (snapshot_id, timestamp_millis) {
-                (Some(s), _) => SnapshotSelector::Id(s),
-                (None, Some(ts)) => SnapshotSelector::TimestampMillis(ts),
-                (None, None) => SnapshotSelector::Latest,
+            let selector = match (snapshot_id, timestamp_millis, tag) {
+                (Some(s), _, _) => SnapshotSelector::Id(s),
+                (None, Some(ts), _) => SnapshotSelector::TimestampMillis(ts),
+                (None, None, Some(tag)) => SnapshotSelector::Tag(tag),
+                (None, None, None) => SnapshotSelector::Latest,
             };
             let filter =
                 cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?;
@@ -288,6 +345,96 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 ),
                 None => println!("{id} needs no compaction"),
             }
+        }
+        Command::Expire {
+            table,
+            retain_min,
+            retain_max,
+            older_than,
+        } => {
+            let t = open()?.load_table(&Identifier::parse(&table)?).await?;
+            let mut r = t.retention();
+            if let Some(v) = retain_min {
+                r.min_retained = v.max(1);
+            }
+            if let Some(v) = retain_max {
+                r.max_retained = v;
+            }
+            if let Some(v) = older_than {
+                r.time_retained_millis =
+                    parse_duration_millis(&v).ok_or(format!("invalid duration '{v}'"))?;
+            }
+            let report = t.expire_snapshots(Some(r)).await?;
+            println!(
+                "expired {} snapshot(s) {:?}, deleted {} file(s)",
+                report.snapshots.len(),
+                report.snapshots,
+                report.files.len()
+            );
+        }
+        Command::Tag { action } => match action {
+            TagAction::Create {
+                table,
+                name,
+                snapshot_id,
+            } => {
+                let t = open()?.load_table(&Identifier::parse(&table)?).await?;
+                let s = t.create_tag(&name, snapshot_id).await?;
+                println!("tagged snapshot {} of {table} as '{name}'", s.id);
+            }
+            TagAction::List { table } => {
+                let t = open()?.load_table(&Identifier::parse(&table)?).await?;
+                for (name, s) in t.list_tags().await? {
+                    println!("{name}\t{}\t{}", s.id, s.commit_kind);
+                }
+            }
+            TagAction::Delete { table, name } => {
+                let t = open()?.load_table(&Identifier::parse(&table)?).await?;
+                let report = t.delete_tag(&name).await?;
+                println!(
+                    "deleted tag '{name}' of {table} ({} file(s) removed)",
+                    report.files.len()
+                );
+            }
+        },
+        Command::Rollback {
+            table,
+            snapshot_id,
+            tag,
+        } => {
+            let t = open()?.load_table(&Identifier::parse(&table)?).await?;
+            let target = match (snapshot_id, tag) {
+                (Some(id), _) => RollbackTarget::Snapshot(id),
+                (None, Some(tag)) => RollbackTarget::Tag(tag),
+                (None, None) => return Err("give --snapshot-id or --tag".into()),
+            };
+            let report = t.rollback_to(target).await?;
+            println!(
+                "rolled back {table}: removed snapshot(s) {:?} and {} file(s)",
+                report.snapshots,
+                report.files.len()
+            );
+        }
+        Command::Orphans {
+            table,
+            older_than,
+            delete,
+        } => {
+            let t = open()?.load_table(&Identifier::parse(&table)?).await?;
+            let age = parse_duration_millis(&older_than)
+                .ok_or(format!("invalid duration '{older_than}'"))?;
+            let report = t
+                .remove_orphan_files(tidelake::catalog::now_millis() - age, !delete)
+                .await?;
+            for f in &report.files {
+                println!("{f}");
+            }
+            let verb = if delete {
+                "deleted"
+            } else {
+                "would delete (dry run; pass --delete)"
+            };
+            println!("{verb} {} orphan file(s)", report.files.len());
         }
         Command::Snapshots { table } => {
             let catalog = open()?;

@@ -5,6 +5,9 @@
 //! latest id is the hint's value only if `snapshot-(hint+1)` does not exist, otherwise the directory
 //! listing decides, parsed and sorted numerically.
 
+pub mod expire;
+pub mod tag;
+
 use bytes::Bytes;
 use snafu::ResultExt;
 
@@ -152,6 +155,11 @@ impl SnapshotManager {
         if let Err(e) = self.io.write(&path, Bytes::from(id.to_string())).await {
             tracing::warn!(%path, error = %e, "could not update the LATEST hint");
         }
+    }
+
+    /// Deletes snapshot file `id` (expiry and rollback only).
+    pub async fn delete(&self, id: i64) -> Result<()> {
+        self.io.delete(&self.snapshot_path(id)).await
     }
 
     pub async fn write_earliest_hint(&self, id: i64) {

@@ -162,6 +162,18 @@ impl TableCommit {
                 }
             };
         }
+        // Snapshot expiry follows each commit, as in Paimon (not for write-only writers, whose
+        // maintenance a separate job owns). Failures are logged: the commit itself stands.
+        let write_only = self
+            .table
+            .options()
+            .get("write-only")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        if !write_only && matches!(outcome, CommitOutcome::Committed(_)) {
+            if let Err(e) = self.table.expire_snapshots(None).await {
+                tracing::warn!(table = %self.table.identifier(), error = %e, "snapshot expiry failed");
+            }
+        }
         Ok(outcome)
     }
 

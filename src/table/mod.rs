@@ -9,6 +9,7 @@ pub mod commit;
 pub mod compact;
 pub mod data_file;
 pub mod layout;
+pub mod lifecycle;
 pub mod read;
 pub mod scan;
 pub mod write;

@@ -9,13 +9,15 @@ use crate::spec::binary_row::{self, Datum};
 use crate::spec::{DataFileMeta, MergeEngine, Snapshot};
 
 /// Which version of the table to read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum SnapshotSelector {
     #[default]
     Latest,
     Id(i64),
     /// The newest snapshot committed at or before this time (epoch milliseconds).
     TimestampMillis(i64),
+    /// The snapshot a tag pins.
+    Tag(String),
 }
 
 /// The files of one (partition, bucket) to be read (and merged) together.
@@ -79,10 +81,15 @@ impl ScanBuilder {
     pub async fn plan(&self) -> Result<Plan> {
         let table = &self.table;
         let sm = table.snapshot_manager();
-        let snapshot = match self.selector {
+        let snapshot = match &self.selector {
+            SnapshotSelector::Tag(name) => Some(
+                crate::snapshot::tag::TagManager::new(table.io().clone(), table.path())
+                    .get(name)
+                    .await?,
+            ),
             SnapshotSelector::Latest => sm.latest().await?,
-            SnapshotSelector::Id(id) => Some(sm.snapshot(id).await?),
-            SnapshotSelector::TimestampMillis(t) => match sm.snapshot_at_or_before(t).await? {
+            SnapshotSelector::Id(id) => Some(sm.snapshot(*id).await?),
+            SnapshotSelector::TimestampMillis(t) => match sm.snapshot_at_or_before(*t).await? {
                 Some(s) => Some(s),
                 None => {
                     return NotFoundSnafu {

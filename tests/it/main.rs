@@ -10,4 +10,5 @@ mod concurrency;
 mod engines;
 mod fixtures;
 mod interop;
+mod lifecycle;
 mod model;

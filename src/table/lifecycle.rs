@@ -1,0 +1,481 @@
+//! The lifecycle of a table's snapshots: expiry, tags, rollback, and removal of orphan files.
+//!
+//! Deletion order always keeps the table readable: data files first, then manifests, then snapshot
+//! files, then hints. A file is deleted only when no remaining snapshot or tag can reference it.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::Table;
+use crate::catalog::now_millis;
+use crate::error::{invalid, ErrorKind, NotFoundSnafu, Result};
+use crate::snapshot::expire::{expire_until, Retention};
+use crate::snapshot::tag::TagManager;
+use crate::spec::manifest::{FileKind, ManifestEntry};
+use crate::spec::Snapshot;
+
+/// What an expiry, rollback or orphan removal did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanupReport {
+    /// Snapshot ids removed.
+    pub snapshots: Vec<i64>,
+    /// Files deleted (or, for a dry run, that would be), relative to the warehouse.
+    pub files: Vec<String>,
+}
+
+/// What to roll back to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RollbackTarget {
+    Snapshot(i64),
+    Tag(String),
+}
+
+/// Parses Paimon durations: `1 h`, `30 min`, `10 s`, `500 ms`, `2 d` (a bare number is millis).
+pub fn parse_duration_millis(v: &str) -> Option<i64> {
+    let v = v.trim().to_ascii_lowercase();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: i64 = num.parse().ok()?;
+    let mult = match unit.trim() {
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1000,
+        "min" | "m" | "minute" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        "d" | "day" | "days" => 86_400_000,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+impl Table {
+    fn tag_manager(&self) -> TagManager {
+        TagManager::new(self.io().clone(), self.path())
+    }
+
+    /// Retention from the table's options, with Paimon's defaults.
+    pub fn retention(&self) -> Retention {
+        let o = self.options();
+        let d = Retention::default();
+        let num = |k: &str, d: i64| {
+            o.get(k)
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .unwrap_or(d)
+        };
+        Retention {
+            min_retained: num("snapshot.num-retained.min", d.min_retained).max(1),
+            max_retained: num("snapshot.num-retained.max", d.max_retained),
+            time_retained_millis: o
+                .get("snapshot.time-retained")
+                .and_then(parse_duration_millis)
+                .unwrap_or(d.time_retained_millis),
+            expire_limit: num("snapshot.expire.limit", d.expire_limit).max(1),
+        }
+    }
+
+    async fn min_consumer(&self) -> Result<Option<i64>> {
+        let mut min = None;
+        for f in self.io().list(&format!("{}/consumer", self.path())).await? {
+            if !f.name().starts_with("consumer-") {
+                continue;
+            }
+            let bytes = self.io().read(&f.path).await?;
+            let next = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get("nextSnapshot").and_then(|n| n.as_i64()));
+            if let Some(n) = next {
+                min = Some(min.map_or(n, |m: i64| m.min(n)));
+            }
+        }
+        Ok(min)
+    }
+
+    /// Data files a snapshot can read (partition, bucket, name) and the manifest files it uses.
+    async fn references(
+        &self,
+        s: &Snapshot,
+    ) -> Result<(HashSet<(Vec<u8>, i32, String)>, HashSet<String>)> {
+        let mm = self.manifest_manager();
+        let files = mm
+            .live_entries(s)
+            .await?
+            .into_iter()
+            .map(|e| (e.partition, e.bucket, e.file.file_name))
+            .collect();
+        let mut manifests = HashSet::new();
+        for list in [
+            Some(&s.base_manifest_list),
+            Some(&s.delta_manifest_list),
+            s.changelog_manifest_list.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            manifests.insert(list.clone());
+            for m in mm.read_manifest_list(list).await? {
+                manifests.insert(m.file_name);
+            }
+        }
+        Ok((files, manifests))
+    }
+
+    /// Lists and manifests of `s` that `keep` does not hold.
+    async fn unreferenced_manifests(
+        &self,
+        s: &Snapshot,
+        keep: &HashSet<String>,
+    ) -> Result<Vec<String>> {
+        let (_, manifests) = self.references(s).await?;
+        Ok(manifests
+            .into_iter()
+            .filter(|m| !keep.contains(m))
+            .collect())
+    }
+
+    async fn delete_data_files(
+        &self,
+        files: &BTreeSet<(Vec<u8>, i32, String)>,
+        report: &mut CleanupReport,
+    ) -> Result<()> {
+        for (partition, bucket, name) in files {
+            let path = format!("{}/{name}", self.bucket_dir(partition, *bucket)?);
+            self.io().delete(&path).await?;
+            report.files.push(path);
+        }
+        Ok(())
+    }
+
+    /// Expires old snapshots by the table's retention options (or `retention`); deletes the files
+    /// only they referenced. Tags and consumers keep what they need.
+    pub async fn expire_snapshots(&self, retention: Option<Retention>) -> Result<CleanupReport> {
+        let retention = retention.unwrap_or_else(|| self.retention());
+        let sm = self.snapshot_manager();
+        let mut report = CleanupReport::default();
+        let (Some(earliest), Some(latest)) = (sm.earliest_id().await?, sm.latest_id().await?)
+        else {
+            return Ok(report);
+        };
+        if latest - earliest + 1 <= retention.min_retained {
+            return Ok(report);
+        }
+        // Cheap exit for the common case after a commit: nothing beyond the count limit and the
+        // oldest snapshot's successor is still within the retention time.
+        if latest - retention.max_retained < earliest {
+            let next = sm.snapshot(earliest + 1).await?;
+            if now_millis() - retention.time_retained_millis <= next.time_millis {
+                return Ok(report);
+            }
+        }
+        // Commit times of the snapshots the decision can touch.
+        let last_needed = latest.min(earliest + retention.expire_limit + 1);
+        let mut snapshots: HashMap<i64, Snapshot> = HashMap::new();
+        let mut times = Vec::new();
+        for id in earliest..=last_needed {
+            let s = sm.snapshot(id).await?;
+            times.push(s.time_millis);
+            snapshots.insert(id, s);
+        }
+        let end = expire_until(
+            earliest,
+            &times,
+            now_millis(),
+            &retention,
+            self.min_consumer().await?,
+        );
+        if end <= earliest {
+            return Ok(report);
+        }
+        let end_snapshot = match snapshots.get(&end) {
+            Some(s) => s.clone(),
+            None => sm.snapshot(end).await?,
+        };
+        let tags = self.tag_manager().list().await?;
+        let mut tag_files = HashSet::new();
+        let mut keep_manifests = HashSet::new();
+        for (_, t) in &tags {
+            let (files, manifests) = self.references(t).await?;
+            tag_files.extend(files);
+            keep_manifests.extend(manifests);
+        }
+        keep_manifests.extend(self.references(&end_snapshot).await?.1);
+
+        // Data files removed by the commits after the first expired snapshot up to `end` were live
+        // only in expired snapshots (unless a tag holds them or a later entry re-adds them).
+        let mm = self.manifest_manager();
+        let mut doomed: BTreeSet<(Vec<u8>, i32, String)> = BTreeSet::new();
+        for id in earliest + 1..=end {
+            let s = match snapshots.get(&id) {
+                Some(s) => s.clone(),
+                None => sm.snapshot(id).await?,
+            };
+            for e in mm.read_entries_of_list(&s.delta_manifest_list).await? {
+                let key = (e.partition.clone(), e.bucket, e.file.file_name.clone());
+                match e.kind {
+                    FileKind::Delete => {
+                        doomed.insert(key);
+                    }
+                    FileKind::Add => {
+                        doomed.remove(&key);
+                    }
+                }
+            }
+        }
+        let live_in_end: HashSet<_> = self.references(&end_snapshot).await?.0;
+        doomed.retain(|k| !tag_files.contains(k) && !live_in_end.contains(k));
+        self.delete_data_files(&doomed, &mut report).await?;
+
+        let mut manifests = BTreeSet::new();
+        for id in earliest..end {
+            let s = match snapshots.get(&id) {
+                Some(s) => s.clone(),
+                None => continue,
+            };
+            manifests.extend(self.unreferenced_manifests(&s, &keep_manifests).await?);
+        }
+        for m in manifests {
+            let path = mm.path(&m);
+            self.io().delete(&path).await?;
+            report.files.push(path);
+        }
+        for id in earliest..end {
+            sm.delete(id).await?;
+            report.snapshots.push(id);
+        }
+        sm.write_earliest_hint(end).await;
+        Ok(report)
+    }
+
+    /// Tags `snapshot_id` (or the latest snapshot) as `name`.
+    pub async fn create_tag(&self, name: &str, snapshot_id: Option<i64>) -> Result<Snapshot> {
+        let sm = self.snapshot_manager();
+        let snapshot = match snapshot_id {
+            Some(id) => match sm.try_snapshot(id).await? {
+                Some(s) => s,
+                None => {
+                    return NotFoundSnafu {
+                        message: format!(
+                            "Cannot create tag because given snapshot #{id} doesn't exist."
+                        ),
+                    }
+                    .fail()
+                }
+            },
+            None => match sm.latest().await? {
+                Some(s) => s,
+                None => {
+                    return NotFoundSnafu {
+                        message: "Cannot create tag because latest snapshot doesn't exist."
+                            .to_string(),
+                    }
+                    .fail()
+                }
+            },
+        };
+        self.tag_manager().create(name, &snapshot).await?;
+        Ok(snapshot)
+    }
+
+    pub async fn list_tags(&self) -> Result<Vec<(String, Snapshot)>> {
+        self.tag_manager().list().await
+    }
+
+    /// Deletes a tag; if its snapshot has expired and no other tag pins it, the files only it
+    /// held are deleted too.
+    pub async fn delete_tag(&self, name: &str) -> Result<CleanupReport> {
+        let snapshot = self.tag_manager().delete(name).await?;
+        let mut report = CleanupReport::default();
+        let sm = self.snapshot_manager();
+        let others = self.tag_manager().list().await?;
+        if sm.try_snapshot(snapshot.id).await?.is_some()
+            || others.iter().any(|(_, s)| s.id == snapshot.id)
+        {
+            return Ok(report);
+        }
+        // Keep whatever the remaining tags and the earliest snapshot use.
+        let mut keep_files = HashSet::new();
+        let mut keep_manifests = HashSet::new();
+        let earliest = match sm.earliest_id().await? {
+            Some(id) => Some(sm.snapshot(id).await?),
+            None => None,
+        };
+        for s in others.iter().map(|(_, s)| s).chain(earliest.as_ref()) {
+            let (f, m) = self.references(s).await?;
+            keep_files.extend(f);
+            keep_manifests.extend(m);
+        }
+        let (files, manifests) = self.references(&snapshot).await?;
+        let doomed: BTreeSet<_> = files
+            .into_iter()
+            .filter(|f| !keep_files.contains(f))
+            .collect();
+        self.delete_data_files(&doomed, &mut report).await?;
+        for m in manifests
+            .into_iter()
+            .filter(|m| !keep_manifests.contains(m))
+        {
+            let path = self.manifest_manager().path(&m);
+            self.io().delete(&path).await?;
+            report.files.push(path);
+        }
+        Ok(report)
+    }
+
+    /// Rolls the table back to a snapshot or tag: later snapshots, later tags, and the files only
+    /// they referenced are removed; readers see the old state.
+    pub async fn rollback_to(&self, target: RollbackTarget) -> Result<CleanupReport> {
+        let sm = self.snapshot_manager();
+        let tags = self.tag_manager();
+        let target_snapshot = match &target {
+            RollbackTarget::Snapshot(id) => sm.snapshot(*id).await?,
+            RollbackTarget::Tag(name) => {
+                let t = tags.get(name).await?;
+                if sm.try_snapshot(t.id).await?.is_none() {
+                    // The tag outlived its snapshot: restore it as the only snapshot.
+                    sm.try_publish(&t).await?;
+                }
+                t
+            }
+        };
+        let target_id = target_snapshot.id;
+        let Some(latest) = sm.latest_id().await? else {
+            return invalid!("table {} has no snapshots to roll back", self.identifier());
+        };
+        let mut report = CleanupReport::default();
+        sm.write_latest_hint(target_id).await;
+        let remaining_tags: Vec<(String, Snapshot)> = tags
+            .list()
+            .await?
+            .into_iter()
+            .filter(|(_, s)| s.id <= target_id)
+            .collect();
+        let (mut keep_files, mut keep_manifests) = self.references(&target_snapshot).await?;
+        for (_, t) in &remaining_tags {
+            let (f, m) = self.references(t).await?;
+            keep_files.extend(f);
+            keep_manifests.extend(m);
+        }
+        let mm = self.manifest_manager();
+        let mut doomed_files = BTreeSet::new();
+        let mut doomed_manifests = BTreeSet::new();
+        let mut later = Vec::new();
+        for id in (target_id + 1..=latest).rev() {
+            let Some(s) = sm.try_snapshot(id).await? else {
+                continue;
+            };
+            for e in mm.read_entries_of_list(&s.delta_manifest_list).await? {
+                if e.kind == FileKind::Add {
+                    let key = (e.partition.clone(), e.bucket, e.file.file_name.clone());
+                    if !keep_files.contains(&key) {
+                        doomed_files.insert(key);
+                    }
+                }
+            }
+            doomed_manifests.extend(self.unreferenced_manifests(&s, &keep_manifests).await?);
+            later.push(id);
+        }
+        // Snapshots first (newest first), so no reader can reach a file that is about to go.
+        for id in &later {
+            sm.delete(*id).await?;
+            report.snapshots.push(*id);
+        }
+        for (name, s) in tags.list().await? {
+            if s.id > target_id {
+                tags.delete(&name).await?;
+            }
+        }
+        self.delete_data_files(&doomed_files, &mut report).await?;
+        for m in doomed_manifests {
+            let path = mm.path(&m);
+            self.io().delete(&path).await?;
+            report.files.push(path);
+        }
+        if sm.earliest_id().await?.is_some_and(|e| e > target_id)
+            || sm.list_ids().await?.first() == Some(&target_id)
+        {
+            sm.write_earliest_hint(target_id).await;
+        }
+        Ok(report)
+    }
+
+    /// Files under the table that no snapshot or tag references and that are older than
+    /// `older_than_millis` (epoch ms): what crashed writers and lost commits leave behind.
+    /// With `dry_run` nothing is deleted.
+    pub async fn remove_orphan_files(
+        &self,
+        older_than_millis: i64,
+        dry_run: bool,
+    ) -> Result<CleanupReport> {
+        let sm = self.snapshot_manager();
+        let mm = self.manifest_manager();
+        let mut snapshots = Vec::new();
+        for id in sm.list_ids().await? {
+            match sm.try_snapshot(id).await {
+                Ok(Some(s)) => snapshots.push(s),
+                Ok(None) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        snapshots.extend(self.tag_manager().list().await?.into_iter().map(|(_, s)| s));
+        let mut used_manifests: HashSet<String> = HashSet::new();
+        let mut lists = Vec::new();
+        for s in &snapshots {
+            for l in [
+                Some(&s.base_manifest_list),
+                Some(&s.delta_manifest_list),
+                s.changelog_manifest_list.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if used_manifests.insert(l.clone()) {
+                    lists.push(l.clone());
+                }
+            }
+        }
+        let mut manifests = Vec::new();
+        for l in &lists {
+            for m in mm.read_manifest_list(l).await? {
+                if used_manifests.insert(m.file_name.clone()) {
+                    manifests.push(m.file_name);
+                }
+            }
+        }
+        // A data file is used if any entry (ADD or DELETE) of any manifest names it.
+        let mut used_files: HashSet<String> = HashSet::new();
+        for m in &manifests {
+            used_files.extend(
+                mm.read_manifest(m)
+                    .await?
+                    .into_iter()
+                    .map(|e: ManifestEntry| e.file.file_name),
+            );
+        }
+        let mut report = CleanupReport::default();
+        let root = format!("{}/", self.path());
+        for f in self.io().list_recursive(self.path()).await? {
+            if f.last_modified_millis >= older_than_millis {
+                continue;
+            }
+            let rel = f.path.strip_prefix(&root).unwrap_or(&f.path);
+            let name = f.name();
+            let top = rel.split('/').next().unwrap_or("");
+            let orphan = match top {
+                "schema" | "tag" | "consumer" | "branch" | "index" | "statistics" => false,
+                "snapshot" => name.starts_with('.'),
+                "manifest" => !used_manifests.contains(name),
+                _ => {
+                    let data = name.starts_with("data-") || name.starts_with("changelog-");
+                    (data && !used_files.contains(name))
+                        || (name.starts_with('.') && name.ends_with(".tmp"))
+                }
+            };
+            if orphan {
+                if !dry_run {
+                    self.io().delete(&f.path).await?;
+                }
+                report.files.push(f.path.clone());
+            }
+        }
+        report.files.sort();
+        Ok(report)
+    }
+}
