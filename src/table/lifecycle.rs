@@ -153,7 +153,7 @@ impl Table {
         else {
             return Ok(report);
         };
-        if latest - earliest + 1 <= retention.min_retained {
+        if latest - earliest < retention.min_retained {
             return Ok(report);
         }
         // Cheap exit for the common case after a commit: nothing beyond the count limit and the
