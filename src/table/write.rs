@@ -107,6 +107,8 @@ pub struct TableWrite {
     live: HashMap<BucketId, Vec<DataFileMeta>>,
     /// `write-only`: never compact (a separate job does).
     write_only: bool,
+    /// Compactions done since the last commit, per bucket: inputs and outputs.
+    compacted: HashMap<BucketId, (Vec<DataFileMeta>, Vec<DataFileMeta>)>,
     pending: HashMap<BucketId, Vec<DataFileMeta>>,
     spill_rows: usize,
 }
@@ -137,6 +139,7 @@ impl TableWrite {
             restored: None,
             live: HashMap::new(),
             write_only,
+            compacted: HashMap::new(),
             pending: HashMap::new(),
             spill_rows,
         })
@@ -197,6 +200,7 @@ impl TableWrite {
             };
             if full {
                 self.spill(std::slice::from_ref(&id)).await?;
+                self.stall_if_needed(&id).await?;
             }
         }
         Ok(())
@@ -301,6 +305,9 @@ impl TableWrite {
             .into_iter()
             .flatten()
         {
+            if self.restored.is_some() {
+                self.live.entry(id.clone()).or_default().push(meta.clone());
+            }
             self.pending.entry(id).or_default().push(meta);
         }
         Ok(())
@@ -342,36 +349,80 @@ impl TableWrite {
     /// before committing: whatever the universal picker selects is rewritten now and committed as
     /// the COMPACT snapshot that follows the APPEND one.
     async fn compact_touched(&mut self, messages: &mut [CommitMessage]) -> Result<()> {
+        for m in messages.iter_mut() {
+            let id = (m.partition.clone(), m.bucket);
+            self.compact_bucket(&id).await?;
+            if let Some((before, after)) = self.compacted.remove(&id) {
+                m.compact_before = before;
+                m.compact_after = after;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the compaction the picker selects for one bucket (if any) and records it for the next
+    /// commit. Outputs of an earlier compaction in the same commit window that are compacted again
+    /// never reach a snapshot: they are netted out and deleted.
+    async fn compact_bucket(&mut self, id: &BucketId) -> Result<()> {
         // Bucket-unaware append tables are compacted by a separate job in Paimon, never by writers.
         if self.write_only || self.layout.bucket_mode == BucketMode::Unaware {
             return Ok(());
         }
         let opts = super::compact::picker_options(&self.table.options());
-        for m in messages.iter_mut() {
-            let id = (m.partition.clone(), m.bucket);
-            let files = self.live.entry(id).or_default();
-            files.extend(m.new_files.iter().cloned());
-            let Some((inputs, level)) = super::compact::plan(&self.layout, files, &opts, false)
-            else {
-                continue;
-            };
-            let job = super::compact::BucketCompaction {
-                partition: &m.partition,
-                bucket: m.bucket,
-                all_files: files,
-                inputs: &inputs,
-                output_level: level,
-            };
-            let after =
-                super::compact::rewrite(&self.table, &self.layout, &self.namer, job).await?;
-            files.retain(|f| {
-                !inputs
-                    .iter()
-                    .any(|i| i.file_name == f.file_name && i.level == f.level)
-            });
-            files.extend(after.iter().cloned());
-            m.compact_before = inputs;
-            m.compact_after = after;
+        let files = self.live.entry(id.clone()).or_default();
+        let Some((inputs, level)) = super::compact::plan(&self.layout, files, &opts, false) else {
+            return Ok(());
+        };
+        let job = super::compact::BucketCompaction {
+            partition: &id.0,
+            bucket: id.1,
+            all_files: files,
+            inputs: &inputs,
+            output_level: level,
+        };
+        let after = super::compact::rewrite(&self.table, &self.layout, &self.namer, job).await?;
+        let same =
+            |a: &DataFileMeta, b: &DataFileMeta| a.file_name == b.file_name && a.level == b.level;
+        files.retain(|f| !inputs.iter().any(|i| same(i, f)));
+        files.extend(after.iter().cloned());
+        let (before_acc, after_acc) = self.compacted.entry(id.clone()).or_default();
+        for input in inputs {
+            if let Some(pos) = after_acc.iter().position(|a| same(a, &input)) {
+                // Written and replaced within this window: it was never committed.
+                after_acc.remove(pos);
+                let path = format!(
+                    "{}/{}",
+                    self.table.bucket_dir(&id.0, id.1)?,
+                    input.file_name
+                );
+                self.table.io().delete(&path).await?;
+            } else {
+                before_acc.push(input);
+            }
+        }
+        after_acc.extend(after);
+        Ok(())
+    }
+
+    /// Sorted runs of a bucket above `num-sorted-run.stop-trigger` make the writer wait for a
+    /// compaction (back-pressure, not an error).
+    async fn stall_if_needed(&mut self, id: &BucketId) -> Result<()> {
+        if !self.layout.is_primary_key_table() || self.write_only {
+            return Ok(());
+        }
+        let opts = super::compact::picker_options(&self.table.options());
+        let stop = self
+            .table
+            .options()
+            .get("num-sorted-run.stop-trigger")
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(opts.run_trigger + 3)
+            .max(opts.run_trigger);
+        let runs =
+            crate::lsm::levels::sorted_runs(self.live.get(id).map(Vec::as_slice).unwrap_or(&[]))
+                .len();
+        if runs > stop {
+            self.compact_bucket(id).await?;
         }
         Ok(())
     }

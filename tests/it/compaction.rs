@@ -323,3 +323,53 @@ async fn a_losing_compactor_gives_up_cleanly() {
     }
     assert!(on_disk <= 3 + 1, "{on_disk} data files on disk");
 }
+
+#[tokio::test]
+async fn a_long_commit_window_stalls_for_compaction_and_leaves_no_transient_files() {
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.t",
+            "id BIGINT NOT NULL, v BIGINT",
+            &["id"],
+            &[],
+            &[("bucket", "1"), ("write-buffer-rows", "10")],
+        )
+        .await;
+    let mut w = t.new_write(WriteOptions::default()).unwrap();
+    let mut model = BTreeMap::new();
+    for b in 0..40i64 {
+        let rows: Vec<Value> = (0..10)
+            .map(|i| json!({"id": (b * 7 + i) % 60, "v": b}))
+            .collect();
+        for r in &rows {
+            model.insert(r["id"].as_i64().unwrap(), b);
+        }
+        w.write(&batch(&t, &rows)).await.unwrap();
+    }
+    let messages = w.prepare_commit().await.unwrap();
+    let m = &messages[0];
+    assert_eq!(m.new_files.len(), 40, "one level-0 file per spill");
+    assert!(
+        !m.compact_after.is_empty(),
+        "the writer compacted while writing"
+    );
+    t.new_commit("long")
+        .commit(messages, 1, None)
+        .await
+        .unwrap();
+    let runs = runs_per_bucket(&t).await;
+    assert!(runs[0] <= 8, "{runs:?}");
+    let want: Vec<Vec<Value>> = sorted(
+        model
+            .iter()
+            .map(|(k, v)| vec![json!(k), json!(v)])
+            .collect(),
+    );
+    assert_eq!(read_rows(&t, None).await, want);
+    // Outputs compacted again before the commit were deleted, not left as orphans.
+    assert_eq!(
+        t.remove_orphan_files(i64::MAX, true).await.unwrap().files,
+        Vec::<String>::new()
+    );
+}
