@@ -7,6 +7,7 @@ mod bad_input;
 mod common;
 mod compaction;
 mod concurrency;
+mod crash;
 mod engines;
 mod fixtures;
 mod interop;
