@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${TIDELAKE_VENV:-.venv}
-STAMP="$VENV/.tidelake-deps-v1"
+STAMP="$VENV/.tidelake-deps-v2"
 if [ ! -f "$STAMP" ]; then
   python3 -m venv "$VENV" >&2
   "$VENV/bin/pip" install --quiet --upgrade pip >&2
@@ -12,6 +12,8 @@ if [ ! -f "$STAMP" ]; then
   # (../shared/bench/README.md), so it is installed without its pins and its runtime deps are listed here.
   "$VENV/bin/pip" install --quiet pyarrow numpy 'pandas<3' fastavro zstandard 'fsspec<2026' packaging \
     cachetools isal polars pyroaring readerwriterlock requests urllib3 'backports.zstd<1.4' cramjam pyyaml >&2
+  # The peers `tidelake bench` measures against besides pypaimon (../shared/bench/peers_w.py).
+  "$VENV/bin/pip" install --quiet deltalake >&2
   "$VENV/bin/pip" install --quiet --no-deps pypaimon==2.1.0 >&2
   "$VENV/bin/python" -c "import pypaimon, pyarrow" >&2
   touch "$STAMP"

@@ -98,6 +98,37 @@ fn make_batch(rng: &mut Rng, ids: &[i64], truth: &mut [f64]) -> Result<RecordBat
     )?)
 }
 
+/// Upsert batches per cost probe.
+const PROBE_BATCHES: usize = 5;
+
+/// A batch of `m` upserts: half on existing keys (any key below `next_new`), half new keys.
+/// Returns the batch and the seconds spent generating it.
+fn upsert_batch(
+    rng: &mut Rng,
+    next_new: &mut i64,
+    m: usize,
+    truth: &mut [f64],
+) -> Result<(RecordBatch, f64)> {
+    let g = Instant::now();
+    let nu = m / 2;
+    let mut ids: Vec<i64> = Vec::with_capacity(m);
+    let mut seen = std::collections::HashSet::with_capacity(nu);
+    while ids.len() < nu {
+        let id = rng.below(*next_new as u64) as i64;
+        if seen.insert(id) {
+            ids.push(id);
+        }
+    }
+    ids.extend(*next_new..*next_new + (m - nu) as i64);
+    *next_new += (m - nu) as i64;
+    for i in (1..ids.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        ids.swap(i, j);
+    }
+    let b = make_batch(rng, &ids, truth)?;
+    Ok((b, g.elapsed().as_secs_f64()))
+}
+
 fn emit(
     engine: &str,
     phase: &str,
@@ -134,7 +165,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         )
         .await?;
     let mut rng = Rng(42);
-    let mut truth = vec![0f64; n + u];
+    let mut truth = vec![0f64; n + u + 2 * PROBE_BATCHES * args.batch];
     let ids: Vec<i64> = (0..n as i64).collect();
     let (mut gen, t0) = (0f64, Instant::now());
     for chunk in ids.chunks(args.batch) {
@@ -182,16 +213,50 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         let j = rng.below(i as u64 + 1) as usize;
         perm.swap(i, j);
     }
+    let mut next_new = n as i64;
     let (mut gen, t0) = (0f64, Instant::now());
+    let mut inserted = 0usize;
+    let mut probes: Vec<(usize, f64)> = Vec::new();
     for chunk in perm.chunks(args.batch) {
         let g = Instant::now();
         let b = make_batch(&mut rng, chunk, &mut truth)?;
         gen += g.elapsed().as_secs_f64();
         pk.write_batches(&[b], WriteOptions::default(), None)
             .await?;
+        inserted += chunk.len();
+        // Cost per upsert as the table grows: probe at 1/5 and 4/5 of the inserts.
+        for mark in [n / 5, 4 * n / 5] {
+            if inserted >= mark && inserted - chunk.len() < mark {
+                let p0 = Instant::now();
+                let mut probe_gen = 0f64;
+                let mut secs = 0f64;
+                for _ in 0..PROBE_BATCHES {
+                    let (b, g) = upsert_batch(&mut rng, &mut next_new, args.batch, &mut truth)?;
+                    probe_gen += g;
+                    let w0 = Instant::now();
+                    pk.write_batches(&[b], WriteOptions::default(), None)
+                        .await?;
+                    secs += w0.elapsed().as_secs_f64();
+                }
+                probes.push((inserted, secs / (PROBE_BATCHES * args.batch) as f64 * 1e6));
+                // Probes are measured on their own, not as inserts.
+                let _ = probe_gen;
+                gen += p0.elapsed().as_secs_f64();
+            }
+        }
     }
     let wall = t0.elapsed().as_secs_f64() - gen;
     ours.insert("insert".into(), n as f64 / wall);
+    for (existing, us) in &probes {
+        emit(
+            "tidelake",
+            "upsert_cost",
+            &[
+                ("existing_rows", (*existing).into()),
+                ("us_per_upsert", (*us).into()),
+            ],
+        );
+    }
     emit(
         "tidelake",
         "insert",
@@ -203,28 +268,11 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
     );
 
     // ---- upserts: half existing keys, half new ----
-    let mut next_new = n as i64;
     let (mut gen, t0, mut done) = (0f64, Instant::now(), 0usize);
     while done < u {
-        let g = Instant::now();
         let m = args.batch.min(u - done);
-        let nu = m / 2;
-        let mut ids: Vec<i64> = (0..nu).map(|_| rng.below(next_new as u64) as i64).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        while ids.len() < nu {
-            ids.push(rng.below(next_new as u64) as i64);
-            ids.sort_unstable();
-            ids.dedup();
-        }
-        ids.extend(next_new..next_new + (m - nu) as i64);
-        next_new += (m - nu) as i64;
-        for i in (1..ids.len()).rev() {
-            let j = rng.below(i as u64 + 1) as usize;
-            ids.swap(i, j);
-        }
-        let b = make_batch(&mut rng, &ids, &mut truth)?;
-        gen += g.elapsed().as_secs_f64();
+        let (b, g) = upsert_batch(&mut rng, &mut next_new, m, &mut truth)?;
+        gen += g;
         pk.write_batches(&[b], WriteOptions::default(), None)
             .await?;
         done += m;
@@ -270,6 +318,72 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
             ("sum_ok", sum_ok.into()),
         ],
     );
+    // ---- LSM shape, write amplification, full compaction ----
+    let plan = pk.new_scan().all_levels().plan().await?;
+    let runs: Vec<usize> = plan
+        .splits
+        .iter()
+        .map(|s| tidelake::lsm::levels::sorted_runs(&s.files).len())
+        .collect();
+    let (mut ingested, mut rewritten) = (0i64, 0i64);
+    let sm = pk.snapshot_manager();
+    for id in sm.list_ids().await? {
+        let snap = sm.snapshot(id).await?;
+        let delta = pk
+            .manifest_manager()
+            .read_entries_of_list(&snap.delta_manifest_list)
+            .await?;
+        let added: i64 = delta
+            .iter()
+            .filter(|e| e.kind == tidelake::spec::FileKind::Add)
+            .map(|e| e.file.file_size)
+            .sum();
+        if snap.commit_kind == tidelake::spec::CommitKind::Compact {
+            rewritten += added;
+        } else {
+            ingested += added;
+        }
+    }
+    let write_amp = (ingested + rewritten) as f64 / ingested.max(1) as f64;
+    emit(
+        "tidelake",
+        "lsm",
+        &[
+            ("sorted_runs_per_bucket", serde_json::json!(runs)),
+            ("bytes_ingested", ingested.into()),
+            ("bytes_compacted", rewritten.into()),
+            (
+                "write_amplification",
+                ((write_amp * 100.0).round() / 100.0).into(),
+            ),
+        ],
+    );
+    let c0 = Instant::now();
+    pk.compact(true, vec![]).await?;
+    let compact_s = c0.elapsed().as_secs_f64();
+    let t0 = Instant::now();
+    let after = pk
+        .read_all(
+            SnapshotSelector::Latest,
+            Some(&["id".to_string(), "v".to_string()]),
+        )
+        .await?;
+    let wall_after = t0.elapsed().as_secs_f64();
+    let count_after: usize = after.iter().map(|b| b.num_rows()).sum();
+    ours.insert("read_compacted".into(), count_after as f64 / wall_after);
+    emit(
+        "tidelake",
+        "read_after_full_compaction",
+        &[
+            ("full_compaction_s", compact_s.into()),
+            ("rows", count_after.into()),
+            (
+                "rows_per_s",
+                (count_after as f64 / wall_after).round().into(),
+            ),
+            ("count_ok", (count_after == next_new as usize).into()),
+        ],
+    );
     catalog.io().delete_dir("").await.ok();
     if !count_ok || !sum_ok {
         return Err(format!(
@@ -281,75 +395,90 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         return Ok(());
     }
 
-    // ---- pypaimon, same sizes ----
-    let mut theirs: BTreeMap<String, f64> = BTreeMap::new();
-    let peer = Command::new(&args.python)
-        .arg(&args.peers_script)
-        .args([
-            "--engine",
-            "paimon",
-            "--rows",
-            &n.to_string(),
-            "--upserts",
-            &u.to_string(),
-        ])
-        .args([
-            "--batch",
-            &args.batch.to_string(),
-            "--buckets",
-            &args.buckets.to_string(),
-            "--lookups",
-            "10",
-        ])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", args.python))?;
-    if !peer.status.success() {
-        return Err(format!(
-            "pypaimon side failed: {}",
-            String::from_utf8_lossy(&peer.stderr)
-        )
-        .into());
-    }
-    for line in String::from_utf8_lossy(&peer.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+    // ---- peers, same sizes: pypaimon (insert/upsert/read, append) and delta-rs ----
+    let mut peers: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    for engine in ["paimon", "delta"] {
+        let out = Command::new(&args.python)
+            .arg(&args.peers_script)
+            .args([
+                "--engine",
+                engine,
+                "--rows",
+                &n.to_string(),
+                "--upserts",
+                &u.to_string(),
+            ])
+            .args([
+                "--batch",
+                &args.batch.to_string(),
+                "--buckets",
+                &args.buckets.to_string(),
+                "--lookups",
+                "10",
+            ])
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", args.python))?;
+        if !out.status.success() {
+            eprintln!(
+                "{engine} side failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             continue;
-        };
-        println!("{line}");
-        if let (Some(phase), Some(rate)) = (v["phase"].as_str(), v["rows_per_s"].as_f64()) {
-            theirs.insert(phase.to_string(), rate);
+        }
+        let rates = peers.entry(engine.to_string()).or_default();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            println!("{line}");
+            if let (Some(phase), Some(rate)) = (v["phase"].as_str(), v["rows_per_s"].as_f64()) {
+                rates.insert(phase.to_string(), rate);
+            }
+            if let (Some("upsert"), Some(us)) = (v["phase"].as_str(), v["us_per_upsert"].as_f64()) {
+                rates.insert("us_per_upsert".to_string(), us);
+            }
         }
     }
     let append_script = PathBuf::from("bench/pypaimon_append.py");
-    let peer = Command::new(&args.python)
+    let out = Command::new(&args.python)
         .arg(&append_script)
         .args(["--rows", &n.to_string(), "--batch", &args.batch.to_string()])
         .output()
         .map_err(|e| format!("cannot run {}: {e}", args.python))?;
-    if peer.status.success() {
-        for line in String::from_utf8_lossy(&peer.stdout).lines() {
+    if out.status.success() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;
             };
             println!("{line}");
             if let Some(rate) = v["rows_per_s"].as_f64() {
-                theirs.insert("append".into(), rate);
+                peers
+                    .entry("paimon".into())
+                    .or_default()
+                    .insert("append".into(), rate);
             }
         }
     } else {
         eprintln!(
             "pypaimon append side failed: {}",
-            String::from_utf8_lossy(&peer.stderr)
+            String::from_utf8_lossy(&out.stderr)
         );
     }
     println!();
     println!(
-        "{:<8} {:>16} {:>16} {:>8}",
-        "phase", "tidelake rows/s", "pypaimon rows/s", "ratio"
+        "{:<8} {:>16} {:>16} {:>7} {:>16} {:>7}",
+        "phase", "tidelake rows/s", "pypaimon rows/s", "ratio", "delta-rs rows/s", "ratio"
     );
+    let cell = |engine: &str, phase: &str| peers.get(engine).and_then(|m| m.get(phase)).copied();
     for phase in ["append", "insert", "upsert", "read"] {
-        if let (Some(a), Some(b)) = (ours.get(phase), theirs.get(phase)) {
-            println!("{phase:<8} {a:>16.0} {b:>16.0} {:>7.1}x", a / b);
-        }
+        let Some(a) = ours.get(phase) else { continue };
+        let fmt = |v: Option<f64>| match v {
+            Some(b) => (format!("{b:.0}"), format!("{:.1}x", a / b)),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        let (p, pr) = fmt(cell("paimon", phase));
+        let (d, dr) = fmt(cell("delta", phase));
+        println!("{phase:<8} {a:>16.0} {p:>16} {pr:>7} {d:>16} {dr:>7}");
     }
     Ok(())
 }
