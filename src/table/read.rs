@@ -79,7 +79,15 @@ impl TableRead {
     pub async fn read_split(&self, split: &Split) -> Result<Vec<RecordBatch>> {
         let dir = self.table.bucket_dir(&split.partition, split.bucket)?;
         let layout = &self.layout;
-        let pk = layout.is_primary_key_table();
+        // One sorted run above level 0 without retractions holds final rows, each key once (after
+        // a full compaction, typically): it is read without merging, as Paimon's raw-convertible
+        // splits are.
+        let first_level = split.files.first().map(|f| f.level).unwrap_or(0);
+        let raw = split
+            .files
+            .iter()
+            .all(|f| f.level > 0 && f.level == first_level && f.delete_row_count == Some(0));
+        let pk = layout.is_primary_key_table() && !raw;
         // PK tables read the system columns plus projected and sequence-field columns.
         let (file_target, value_cols): (SchemaRef, Vec<usize>) = if pk {
             let offset = layout.value_offset();

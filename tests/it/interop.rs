@@ -598,3 +598,84 @@ fn typed_batch(table: &tidelake::Table, rows: &[Value]) -> arrow::array::RecordB
         .collect();
     arrow::array::RecordBatch::try_new(target, columns).unwrap()
 }
+
+#[tokio::test]
+async fn pypaimon_reads_tidelake_partial_update_and_aggregation_tables() {
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.pu",
+            "id INT NOT NULL, a INT, b STRING, c DOUBLE",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "2"),
+                ("merge-engine", "partial-update"),
+                ("write-only", "true"),
+            ],
+        )
+        .await;
+    for rows in [
+        vec![json!({"id": 1, "a": 1}), json!({"id": 2, "b": "x"})],
+        vec![
+            json!({"id": 1, "b": "y"}),
+            json!({"id": 2, "c": 2.5}),
+            json!({"id": 3, "a": 30}),
+        ],
+        vec![json!({"id": 1, "c": 3.5}), json!({"id": 3, "b": "z"})],
+    ] {
+        t.write_batches(&[batch(&t, &rows)], WriteOptions::default(), None)
+            .await
+            .unwrap();
+    }
+    assert_same_everywhere(&s, "db.pu").await;
+    t.compact(true, vec![]).await.unwrap();
+    assert_same_everywhere(&s, "db.pu").await;
+    assert_eq!(
+        read_rows(&t, None).await,
+        vec![
+            vec![json!(1), json!(1), json!("y"), json!(3.5)],
+            vec![json!(2), Value::Null, json!("x"), json!(2.5)],
+            vec![json!(3), json!(30), json!("z"), Value::Null],
+        ]
+    );
+
+    let t = s
+        .create(
+            "db.agg",
+            "id INT NOT NULL, total BIGINT, top INT, names STRING, seen BOOLEAN",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "2"),
+                ("merge-engine", "aggregation"),
+                ("fields.total.aggregate-function", "sum"),
+                ("fields.top.aggregate-function", "max"),
+                ("fields.names.aggregate-function", "listagg"),
+                ("fields.seen.aggregate-function", "bool_or"),
+                ("write-only", "true"),
+            ],
+        )
+        .await;
+    for c in 0..4 {
+        let rows: Vec<Value> = (0..3)
+            .map(|i| json!({"id": i, "total": c * 10 + i, "top": (c * 7 + i) % 5, "names": format!("n{c}"), "seen": c == 2}))
+            .collect();
+        t.write_batches(&[batch(&t, &rows)], WriteOptions::default(), None)
+            .await
+            .unwrap();
+    }
+    assert_same_everywhere(&s, "db.agg").await;
+    t.compact(true, vec![]).await.unwrap();
+    assert_same_everywhere(&s, "db.agg").await;
+    assert_eq!(
+        read_rows(&t, None).await[0],
+        vec![
+            json!(0),
+            json!(60),
+            json!(4),
+            json!("n0,n1,n2,n3"),
+            json!(true)
+        ]
+    );
+}
