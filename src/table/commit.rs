@@ -410,29 +410,82 @@ async fn check_compaction(
     latest: Option<&Snapshot>,
     entries: &[ManifestEntry],
 ) -> Result<()> {
-    let live: HashSet<FileIdentifier> = match latest {
-        Some(s) => table
-            .manifest_manager()
-            .live_entries(s)
-            .await?
-            .iter()
-            .map(ManifestEntry::identifier)
-            .collect(),
-        None => HashSet::new(),
+    let live_entries = match latest {
+        Some(s) => table.manifest_manager().live_entries(s).await?,
+        None => vec![],
+    };
+    let live: HashSet<FileIdentifier> =
+        live_entries.iter().map(ManifestEntry::identifier).collect();
+    let conflict = |message: String| {
+        ConflictSnafu {
+            table: table.identifier().to_string(),
+            message,
+        }
+        .fail()
     };
     for e in entries.iter().filter(|e| e.kind == FileKind::Delete) {
         if !live.contains(&e.identifier()) {
-            return ConflictSnafu {
-                table: table.identifier().to_string(),
-                message: format!(
-                    "file deletion conflict: compaction input {} (bucket {}, level {}) is no longer live; give up committing",
-                    e.file.file_name, e.bucket, e.file.level
-                ),
-            }
-            .fail();
+            return conflict(format!(
+                "file deletion conflict: compaction input {} (bucket {}, level {}) is no longer live; give up committing",
+                e.file.file_name, e.bucket, e.file.level
+            ));
+        }
+    }
+    // The result must keep every level >= 1 one sorted run: no two files with overlapping keys.
+    let layout = table.layout()?;
+    if layout.is_primary_key_table() {
+        let result =
+            crate::manifest::fold_entries(live_entries.into_iter().chain(entries.iter().cloned()));
+        if let Some((a, b)) = overlapping_files(&result, &layout.key_types)? {
+            return conflict(format!("LSM conflicts detected: files {a} and {b} overlap in one level; give up committing"));
         }
     }
     Ok(())
+}
+
+/// Two files of one (partition, bucket, level >= 1) whose key ranges overlap (or touch), if any.
+pub(crate) fn overlapping_files(
+    files: &[ManifestEntry],
+    key_types: &[crate::spec::DataType],
+) -> Result<Option<(String, String)>> {
+    use std::cmp::Ordering;
+    let decode = |bytes: &[u8], name: &str| {
+        binary_row::deserialize(bytes, key_types).map_err(|e| {
+            crate::error::CorruptSnafu {
+                path: name.to_string(),
+                message: format!("key range: {e}"),
+            }
+            .build()
+        })
+    };
+    let cmp = |a: &[Datum], b: &[Datum]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| x.compare(y).unwrap_or(Ordering::Equal))
+            .find(|o| *o != Ordering::Equal)
+            .unwrap_or(Ordering::Equal)
+    };
+    let mut groups: std::collections::BTreeMap<
+        (&[u8], i32, i32),
+        Vec<(Vec<Datum>, Vec<Datum>, &str)>,
+    > = std::collections::BTreeMap::new();
+    for e in files.iter().filter(|e| e.file.level >= 1) {
+        let min = decode(&e.file.min_key, &e.file.file_name)?;
+        let max = decode(&e.file.max_key, &e.file.file_name)?;
+        groups
+            .entry((&e.partition, e.bucket, e.file.level))
+            .or_default()
+            .push((min, max, &e.file.file_name));
+    }
+    for ranges in groups.values_mut() {
+        ranges.sort_by(|a, b| cmp(&a.0, &b.0));
+        for pair in ranges.windows(2) {
+            if cmp(&pair[0].1, &pair[1].0) != Ordering::Less {
+                return Ok(Some((pair[0].2.to_string(), pair[1].2.to_string())));
+            }
+        }
+    }
+    Ok(None)
 }
 
 fn backoff(attempt: u32) -> Duration {
@@ -479,4 +532,60 @@ pub(crate) fn validate_overwrite(ow: &Overwrite, keys: &[String], table: &str) -
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::manifest::SimpleStats;
+
+    fn entry(name: &str, level: i32, min: i64, max: i64) -> ManifestEntry {
+        ManifestEntry {
+            kind: FileKind::Add,
+            partition: binary_row::empty_row(),
+            bucket: 0,
+            total_buckets: 1,
+            file: DataFileMeta {
+                file_name: name.into(),
+                file_size: 1,
+                row_count: 1,
+                min_key: binary_row::serialize(&[Datum::BigInt(min)]),
+                max_key: binary_row::serialize(&[Datum::BigInt(max)]),
+                key_stats: SimpleStats::empty(),
+                value_stats: SimpleStats::empty(),
+                min_sequence_number: 0,
+                max_sequence_number: 0,
+                schema_id: 0,
+                level,
+                extra_files: vec![],
+                creation_time: None,
+                delete_row_count: Some(0),
+                embedded_file_index: None,
+                file_source: None,
+                value_stats_cols: None,
+                external_path: None,
+                first_row_id: None,
+                write_cols: None,
+            },
+        }
+    }
+
+    #[test]
+    fn detects_overlapping_files_in_one_level() {
+        let types = vec!["BIGINT NOT NULL".parse().unwrap()];
+        let ok = vec![
+            entry("a", 1, 0, 9),
+            entry("b", 1, 10, 19),
+            entry("c", 2, 5, 15),
+            entry("d", 0, 0, 100),
+        ];
+        assert_eq!(overlapping_files(&ok, &types).unwrap(), None);
+        let touching = vec![entry("a", 1, 0, 10), entry("b", 1, 10, 19)];
+        assert_eq!(
+            overlapping_files(&touching, &types).unwrap(),
+            Some(("a".into(), "b".into()))
+        );
+        let negative = vec![entry("a", 3, -20, -5), entry("b", 3, -10, 3)];
+        assert!(overlapping_files(&negative, &types).unwrap().is_some());
+    }
 }
