@@ -443,6 +443,9 @@ async fn check_compaction(
     Ok(())
 }
 
+/// A file's key range: min key, max key, file name.
+type KeyRange<'a> = (Vec<Datum>, Vec<Datum>, &'a str);
+
 /// Two files of one (partition, bucket, level >= 1) whose key ranges overlap (or touch), if any.
 pub(crate) fn overlapping_files(
     files: &[ManifestEntry],
@@ -465,10 +468,8 @@ pub(crate) fn overlapping_files(
             .find(|o| *o != Ordering::Equal)
             .unwrap_or(Ordering::Equal)
     };
-    let mut groups: std::collections::BTreeMap<
-        (&[u8], i32, i32),
-        Vec<(Vec<Datum>, Vec<Datum>, &str)>,
-    > = std::collections::BTreeMap::new();
+    let mut groups: std::collections::BTreeMap<(&[u8], i32, i32), Vec<KeyRange<'_>>> =
+        std::collections::BTreeMap::new();
     for e in files.iter().filter(|e| e.file.level >= 1) {
         let min = decode(&e.file.min_key, &e.file.file_name)?;
         let max = decode(&e.file.max_key, &e.file.file_name)?;
