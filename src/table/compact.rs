@@ -25,7 +25,7 @@ use crate::catalog::now_millis;
 use crate::error::{ArrowSnafu, InternalSnafu, Result};
 use crate::lsm::compaction::{pick, pick_full, PickerOptions, RunSize};
 use crate::lsm::levels::{sorted_runs, LevelSortedRun};
-use crate::lsm::merge_runs;
+use crate::lsm::merge::stream::{merge_streams, RunStream};
 use crate::manifest::FileNamer;
 use crate::spec::binary_row::Datum;
 use crate::spec::manifest::FileSource;
@@ -140,12 +140,6 @@ pub(crate) async fn rewrite(
         output_level,
     } = job;
     let dir = table.bucket_dir(partition, bucket)?;
-    let reads = inputs.iter().map(|f| {
-        let path = format!("{dir}/{}", f.file_name);
-        let io = table.io().clone();
-        async move { io.read(&path).await.map(|b| (path, b)) }
-    });
-    let fetched = futures::future::try_join_all(reads).await?;
     let pk = layout.is_primary_key_table();
     // Deletes can go only when no older data lies below the output level.
     let drop_delete = output_level != 0 && output_level >= highest_level(&sorted_runs(all_files));
@@ -159,78 +153,164 @@ pub(crate) async fn rewrite(
     let target = CoreOptions::new(&layout.schema.options).target_file_size();
     let rows_per_file =
         ((target as f64 / (input_bytes.max(1) as f64 / input_rows.max(1) as f64)) as usize).max(1);
-    let layout = Arc::clone(layout);
-    let names: Vec<String> = (0..(input_rows as usize / rows_per_file + 1))
+    // Output never has more rows than input, so this many names suffice.
+    let names: Vec<String> = (0..(input_rows as usize / rows_per_file + 2))
         .map(|_| namer.next("data-", ".parquet"))
         .collect();
-    let encoded =
-        tokio::task::spawn_blocking(move || -> Result<Vec<(bytes::Bytes, DataFileMeta)>> {
-            let mut batches: Vec<RecordBatch> = Vec::new();
-            for (path, bytes) in fetched {
-                batches.extend(data_file::decode(&path, bytes, &layout.file_schema)?);
+    let layout = Arc::clone(layout);
+    let io = table.io().clone();
+    let handle = tokio::runtime::Handle::current();
+    // Runs in key order; each run's files are read one at a time.
+    let mut runs: Vec<Vec<String>> = Vec::new();
+    if !pk {
+        // Append files are concatenated oldest first.
+        let mut files: Vec<&DataFileMeta> = inputs.iter().collect();
+        files.sort_by_key(|f| (f.min_sequence_number, f.max_sequence_number));
+        runs.push(
+            files
+                .iter()
+                .map(|f| format!("{dir}/{}", f.file_name))
+                .collect(),
+        );
+    }
+    for run in sorted_runs(inputs).into_iter().filter(|_| pk) {
+        let mut files = run.files;
+        if run.level > 0 {
+            files.sort_by(|a, b| compare_keys(&a.min_key, &b.min_key, &layout.key_types));
+        }
+        runs.push(
+            files
+                .into_iter()
+                .map(|f| format!("{dir}/{}", f.file_name))
+                .collect(),
+        );
+    }
+    let task = move || -> Result<Vec<DataFileMeta>> {
+        let mut names = names.into_iter();
+        let mut written = Vec::new();
+        let mut pending: Vec<RecordBatch> = Vec::new();
+        let mut pending_rows = 0usize;
+        let mut offset = 0i64;
+        // Encodes and writes one output file from the pending rows.
+        let mut flush = |pending: &mut Vec<RecordBatch>, pending_rows: &mut usize| -> Result<()> {
+            if *pending_rows == 0 {
+                return Ok(());
             }
-            let merged = if pk {
-                let all: Vec<usize> = (0..layout.schema.fields.len()).collect();
-                merge_runs(&batches, &layout.merge_spec(&all, !drop_delete))?
-            } else if batches.is_empty() {
-                None
-            } else {
-                // Append files were given in sequence order; keep it.
-                Some(
-                    concat_batches(&layout.file_schema, &batches).context(ArrowSnafu {
-                        context: "concatenating files",
-                    })?,
-                )
-            };
-            let Some(merged) = merged else {
-                return Ok(vec![]);
-            };
-            let mut out = Vec::new();
-            let mut names = names.into_iter();
-            let mut offset = 0;
-            while offset < merged.num_rows() {
-                let n = rows_per_file.min(merged.num_rows() - offset);
-                let chunk = merged.slice(offset, n);
-                let name = names.next().ok_or_else(|| {
-                    InternalSnafu {
-                        message: "ran out of file names".to_string(),
-                    }
-                    .build()
+            let batch =
+                concat_batches(&layout.file_schema, pending.iter()).context(ArrowSnafu {
+                    context: "assembling a compaction output",
                 })?;
-                let seq = (!pk).then(|| {
-                    (
-                        first_seq + offset as i64,
-                        first_seq + (offset + n) as i64 - 1,
+            pending.clear();
+            let n = *pending_rows as i64;
+            *pending_rows = 0;
+            let name = names.next().ok_or_else(|| {
+                InternalSnafu {
+                    message: "ran out of file names".to_string(),
+                }
+                .build()
+            })?;
+            // Append files are renumbered from the first input's sequence number, keeping order.
+            let seq = (!pk).then(|| (first_seq + offset, first_seq + offset + n - 1));
+            offset += n;
+            let (bytes, meta) = data_file::encode(
+                &layout,
+                &batch,
+                name,
+                output_level,
+                seq,
+                FileSource::Compact,
+                now_millis(),
+            )?;
+            handle.block_on(io.write(&format!("{dir}/{}", meta.file_name), bytes))?;
+            written.push(meta);
+            Ok(())
+        };
+        let mut accept = |batch: RecordBatch,
+                          pending: &mut Vec<RecordBatch>,
+                          pending_rows: &mut usize|
+         -> Result<()> {
+            let mut start = 0;
+            while start < batch.num_rows() {
+                let take = (rows_per_file - *pending_rows).min(batch.num_rows() - start);
+                pending.push(batch.slice(start, take));
+                *pending_rows += take;
+                start += take;
+                if *pending_rows >= rows_per_file {
+                    flush(pending, pending_rows)?;
+                }
+            }
+            Ok(())
+        };
+        let read_file = |path: &String| -> Result<Vec<RecordBatch>> {
+            let bytes = handle.block_on(io.read(path))?;
+            data_file::decode(path, bytes, &layout.file_schema)
+        };
+        if pk {
+            let streams: Vec<RunStream> = runs
+                .into_iter()
+                .map(|files| {
+                    run_stream(
+                        handle.clone(),
+                        io.clone(),
+                        Arc::clone(&layout.file_schema),
+                        files,
                     )
-                });
-                out.push(data_file::encode(
-                    &layout,
-                    &chunk,
-                    name,
-                    output_level,
-                    seq,
-                    FileSource::Compact,
-                    now_millis(),
-                )?);
-                offset += n;
+                })
+                .collect();
+            let all: Vec<usize> = (0..layout.schema.fields.len()).collect();
+            let spec = layout.merge_spec(&all, !drop_delete);
+            merge_streams(streams, &spec, |b| {
+                accept(b, &mut pending, &mut pending_rows)
+            })?;
+        } else {
+            // Append inputs are given in sequence order; keep it.
+            for path in runs.iter().flatten() {
+                for b in read_file(path)? {
+                    accept(b, &mut pending, &mut pending_rows)?;
+                }
             }
-            Ok(out)
-        })
-        .await
-        .map_err(|e| {
-            InternalSnafu {
-                message: format!("compaction task: {e}"),
-            }
-            .build()
-        })??;
-    let mut metas = Vec::with_capacity(encoded.len());
-    let writes = encoded.into_iter().map(|(bytes, meta)| {
-        let path = format!("{dir}/{}", meta.file_name);
-        let io = table.io().clone();
-        async move { io.write(&path, bytes).await.map(|_| meta) }
-    });
-    metas.extend(futures::future::try_join_all(writes).await?);
-    Ok(metas)
+        }
+        flush(&mut pending, &mut pending_rows)?;
+        Ok(written)
+    };
+    tokio::task::spawn_blocking(task).await.map_err(|e| {
+        InternalSnafu {
+            message: format!("compaction task: {e}"),
+        }
+        .build()
+    })?
+}
+
+/// A sorted run read file by file (one file's batches in memory at a time).
+fn run_stream(
+    handle: tokio::runtime::Handle,
+    io: crate::io::FileIo,
+    schema: arrow::datatypes::SchemaRef,
+    files: Vec<String>,
+) -> RunStream {
+    Box::new(files.into_iter().flat_map(move |path| {
+        let batches = handle
+            .block_on(io.read(&path))
+            .and_then(|bytes| data_file::decode(&path, bytes, &schema));
+        match batches {
+            Ok(bs) => bs.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(e) => vec![Err(e)],
+        }
+    }))
+}
+
+/// Orders two serialized keys by their values.
+fn compare_keys(a: &[u8], b: &[u8], types: &[crate::spec::DataType]) -> std::cmp::Ordering {
+    use crate::spec::binary_row::deserialize;
+    match (deserialize(a, types), deserialize(b, types)) {
+        (Ok(x), Ok(y)) => x
+            .iter()
+            .zip(&y)
+            .map(|(p, q)| p.compare(q).unwrap_or(std::cmp::Ordering::Equal))
+            .find(|o| *o != std::cmp::Ordering::Equal)
+            .unwrap_or(std::cmp::Ordering::Equal),
+        _ => a.cmp(b),
+    }
 }
 
 impl Table {

@@ -10,6 +10,7 @@ pub mod config;
 mod deduplicate;
 mod first_row;
 mod partial_update;
+pub mod stream;
 
 pub use aggregate::{AggFunction, AggSpec};
 pub use config::{MergeConfig, SequenceGroup};
