@@ -34,7 +34,7 @@ pub fn encode(
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(1).context(ParquetSnafu { path: &file_name })?,
         ))
-        .set_max_row_group_row_count(Some(256 * 1024));
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
     for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
         if !dictionary_worthwhile(col) {
             props =
@@ -43,10 +43,7 @@ pub fn encode(
     }
     let props = props.build();
     let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 3);
-    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))
-        .context(ParquetSnafu { path: &file_name })?;
-    w.write(batch).context(ParquetSnafu { path: &file_name })?;
-    w.close().context(ParquetSnafu { path: &file_name })?;
+    write_parallel(&mut buf, batch, props).context(ParquetSnafu { path: &file_name })?;
 
     let n = batch.num_rows();
     let (min_key, max_key, key_stats, min_seq, max_seq, deletes) = if layout.is_primary_key_table()
@@ -116,6 +113,77 @@ pub fn encode(
         write_cols: None,
     };
     Ok((Bytes::from(buf), meta))
+}
+
+/// Rows per Parquet row group.
+const ROW_GROUP_ROWS: usize = 256 * 1024;
+
+/// Encodes `batch` as Parquet with the columns of each row group encoded on two threads (the
+/// encoding, compression and dictionary work dominate ingest; a file is still one writer's output).
+fn write_parallel(
+    buf: &mut Vec<u8>,
+    batch: &RecordBatch,
+    props: WriterProperties,
+) -> parquet::errors::Result<()> {
+    use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk};
+    let schema = batch.schema();
+    let writer = ArrowWriter::try_new(buf, Arc::clone(&schema), Some(props))?;
+    let (mut file, factory) = writer.into_serialized_writer()?;
+    let mut start = 0;
+    let mut index = 0;
+    while start < batch.num_rows() {
+        let slice = batch.slice(start, ROW_GROUP_ROWS.min(batch.num_rows() - start));
+        start += slice.num_rows();
+        let writers = factory.create_column_writers(index)?;
+        index += 1;
+        let mut leaves = Vec::with_capacity(writers.len());
+        for (field, column) in schema.fields().iter().zip(slice.columns()) {
+            leaves.extend(compute_leaves(field, column)?);
+        }
+        let jobs = std::sync::Mutex::new(
+            writers
+                .into_iter()
+                .zip(leaves)
+                .enumerate()
+                .collect::<Vec<_>>(),
+        );
+        let done: std::sync::Mutex<Vec<(usize, ArrowColumnChunk)>> =
+            std::sync::Mutex::new(Vec::new());
+        let work = || -> parquet::errors::Result<()> {
+            loop {
+                let job = jobs
+                    .lock()
+                    .map_err(|_| parquet::errors::ParquetError::General("poisoned".into()))?
+                    .pop();
+                let Some((i, (mut writer, leaf))) = job else {
+                    return Ok(());
+                };
+                writer.write(&leaf)?;
+                let chunk = writer.close()?;
+                done.lock()
+                    .map_err(|_| parquet::errors::ParquetError::General("poisoned".into()))?
+                    .push((i, chunk));
+            }
+        };
+        std::thread::scope(|scope| -> parquet::errors::Result<()> {
+            let helper = scope.spawn(work);
+            work()?;
+            helper.join().map_err(|_| {
+                parquet::errors::ParquetError::General("encoder thread panicked".into())
+            })?
+        })?;
+        let mut chunks = done
+            .into_inner()
+            .map_err(|_| parquet::errors::ParquetError::General("poisoned".into()))?;
+        chunks.sort_by_key(|(i, _)| *i);
+        let mut row_group = file.next_row_group()?;
+        for (_, chunk) in chunks {
+            chunk.append_to_row_group(&mut row_group)?;
+        }
+        row_group.close()?;
+    }
+    file.close()?;
+    Ok(())
 }
 
 /// Whether dictionary encoding can pay off for a column: decided on a sample, since interning
