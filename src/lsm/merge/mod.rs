@@ -330,7 +330,8 @@ mod tests {
     use arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
 
-    fn run(rows: &[(i64, i64, i8, &str)]) -> RecordBatch {
+    /// A batch in the data-file layout: (key, sequence number, kind, value).
+    pub(super) fn run(rows: &[(i64, i64, i8, &str)]) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
             Field::new("_KEY_id", DataType::Int64, false),
             Field::new("_SEQUENCE_NUMBER", DataType::Int64, false),

@@ -146,29 +146,18 @@ pub fn merge_streams(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{AsArray, Int64Array, Int8Array, StringArray};
-    use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
     use std::sync::Arc;
 
     fn batch(rows: &[(i64, i64)]) -> RecordBatch {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("_KEY_id", DataType::Int64, false),
-            Field::new("_SEQUENCE_NUMBER", DataType::Int64, false),
-            Field::new("_VALUE_KIND", DataType::Int8, false),
-            Field::new("v", DataType::Utf8, true),
-        ]));
-        RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
-                Arc::new(Int8Array::from(vec![0; rows.len()])),
-                Arc::new(StringArray::from_iter_values(
-                    rows.iter().map(|r| format!("{}@{}", r.0, r.1)),
-                )),
-            ],
-        )
-        .unwrap()
+        let labels: Vec<String> = rows.iter().map(|r| format!("{}@{}", r.0, r.1)).collect();
+        let full: Vec<(i64, i64, i8, &str)> = rows
+            .iter()
+            .zip(&labels)
+            .map(|(r, l)| (r.0, r.1, 0, l.as_str()))
+            .collect();
+        super::super::tests::run(&full)
     }
 
     #[test]
