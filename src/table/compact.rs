@@ -173,17 +173,15 @@ pub(crate) async fn rewrite(
                 .collect(),
         );
     }
-    for run in sorted_runs(inputs).into_iter().filter(|_| pk) {
-        let mut files = run.files;
-        if run.level > 0 {
-            files.sort_by(|a, b| compare_keys(&a.min_key, &b.min_key, &layout.key_types));
+    if pk {
+        for files in data_file::key_ordered_runs(inputs, &layout.key_types) {
+            runs.push(
+                files
+                    .into_iter()
+                    .map(|f| format!("{dir}/{}", f.file_name))
+                    .collect(),
+            );
         }
-        runs.push(
-            files
-                .into_iter()
-                .map(|f| format!("{dir}/{}", f.file_name))
-                .collect(),
-        );
     }
     let task = move || -> Result<Vec<DataFileMeta>> {
         let mut names = names.into_iter();
@@ -249,7 +247,7 @@ pub(crate) async fn rewrite(
             let streams: Vec<RunStream> = runs
                 .into_iter()
                 .map(|files| {
-                    run_stream(
+                    data_file::run_stream(
                         handle.clone(),
                         io.clone(),
                         Arc::clone(&layout.file_schema),
@@ -279,38 +277,6 @@ pub(crate) async fn rewrite(
         }
         .build()
     })?
-}
-
-/// A sorted run read file by file (one file's batches in memory at a time).
-fn run_stream(
-    handle: tokio::runtime::Handle,
-    io: crate::io::FileIo,
-    schema: arrow::datatypes::SchemaRef,
-    files: Vec<String>,
-) -> RunStream {
-    Box::new(files.into_iter().flat_map(move |path| {
-        let batches = handle
-            .block_on(io.read(&path))
-            .and_then(|bytes| data_file::decode(&path, bytes, &schema));
-        match batches {
-            Ok(bs) => bs.into_iter().map(Ok).collect::<Vec<_>>(),
-            Err(e) => vec![Err(e)],
-        }
-    }))
-}
-
-/// Orders two serialized keys by their values.
-fn compare_keys(a: &[u8], b: &[u8], types: &[crate::spec::DataType]) -> std::cmp::Ordering {
-    use crate::spec::binary_row::deserialize;
-    match (deserialize(a, types), deserialize(b, types)) {
-        (Ok(x), Ok(y)) => x
-            .iter()
-            .zip(&y)
-            .map(|(p, q)| p.compare(q).unwrap_or(std::cmp::Ordering::Equal))
-            .find(|o| *o != std::cmp::Ordering::Equal)
-            .unwrap_or(std::cmp::Ordering::Equal),
-        _ => a.cmp(b),
-    }
 }
 
 impl Table {

@@ -267,3 +267,57 @@ pub fn decode(path: &str, bytes: Bytes, target: &SchemaRef) -> Result<Vec<Record
     }
     Ok(out)
 }
+
+/// A sorted run read file by file (one file's batches in memory at a time).
+pub(crate) fn run_stream(
+    handle: tokio::runtime::Handle,
+    io: crate::io::FileIo,
+    schema: arrow::datatypes::SchemaRef,
+    files: Vec<String>,
+) -> crate::lsm::merge::stream::RunStream {
+    Box::new(files.into_iter().flat_map(move |path| {
+        let batches = handle
+            .block_on(io.read(&path))
+            .and_then(|bytes| decode(&path, bytes, &schema));
+        match batches {
+            Ok(bs) => bs.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(e) => vec![Err(e)],
+        }
+    }))
+}
+
+/// Orders two serialized keys by their values.
+pub(crate) fn compare_keys(
+    a: &[u8],
+    b: &[u8],
+    types: &[crate::spec::DataType],
+) -> std::cmp::Ordering {
+    use crate::spec::binary_row::deserialize;
+    match (deserialize(a, types), deserialize(b, types)) {
+        (Ok(x), Ok(y)) => x
+            .iter()
+            .zip(&y)
+            .map(|(p, q)| p.compare(q).unwrap_or(std::cmp::Ordering::Equal))
+            .find(|o| *o != std::cmp::Ordering::Equal)
+            .unwrap_or(std::cmp::Ordering::Equal),
+        _ => a.cmp(b),
+    }
+}
+
+/// A bucket's files as sorted runs (newest first) whose files are in key order, for streaming
+/// merges.
+pub(crate) fn key_ordered_runs(
+    files: &[DataFileMeta],
+    key_types: &[crate::spec::DataType],
+) -> Vec<Vec<DataFileMeta>> {
+    crate::lsm::levels::sorted_runs(files)
+        .into_iter()
+        .map(|run| {
+            let mut files = run.files;
+            if run.level > 0 {
+                files.sort_by(|a, b| compare_keys(&a.min_key, &b.min_key, key_types));
+            }
+            files
+        })
+        .collect()
+}

@@ -13,7 +13,7 @@ use super::layout::TableLayout;
 use super::scan::{Plan, Split};
 use super::Table;
 use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
-use crate::lsm::merge_runs;
+use crate::lsm::merge::stream::merge_streams;
 
 /// Reads splits of one table with a projection.
 #[derive(Debug, Clone)]
@@ -56,17 +56,14 @@ impl TableRead {
         Arc::clone(&self.output_schema)
     }
 
-    /// Streams the rows of `plan`, reading up to two splits ahead.
+    /// Streams the rows of `plan`: two splits are read at a time, each file by file and merged
+    /// range by range, with at most two merged batches per split waiting for the consumer (a slow
+    /// consumer slows the reading; memory stays bounded whatever the table size).
     pub fn stream(&self, plan: Plan) -> BoxStream<'static, Result<RecordBatch>> {
         let this = self.clone();
         stream::iter(plan.splits)
-            .map(move |split| {
-                let this = this.clone();
-                async move { this.read_split(&split).await }
-            })
-            .buffered(2)
-            .map_ok(|batches| stream::iter(batches.into_iter().map(Ok)))
-            .try_flatten()
+            .map(move |split| this.split_stream(split))
+            .flatten_unordered(2)
             .boxed()
     }
 
@@ -75,10 +72,40 @@ impl TableRead {
         self.stream(plan).try_collect().await
     }
 
-    /// Reads one split: files decoded concurrently, then merged (primary-key tables).
+    /// Reads one split into memory (tests and small tables; see [`Self::stream`]).
     pub async fn read_split(&self, split: &Split) -> Result<Vec<RecordBatch>> {
+        self.split_stream(split.clone()).try_collect().await
+    }
+
+    /// The rows of one split as a stream, produced by a blocking task.
+    fn split_stream(&self, split: Split) -> BoxStream<'static, Result<RecordBatch>> {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
+        match self.split_task(split, tx.clone()) {
+            Ok(task) => {
+                tokio::task::spawn_blocking(move || {
+                    if let Err(e) = task() {
+                        let _ = tx.blocking_send(Err(e));
+                    }
+                });
+            }
+            Err(e) => {
+                let _ = tx.try_send(Err(e));
+            }
+        }
+        stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        })
+        .boxed()
+    }
+
+    /// Prepares the blocking work that reads (and for primary-key tables merges) one split.
+    fn split_task(
+        &self,
+        split: Split,
+        tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+    ) -> Result<impl FnOnce() -> Result<()> + Send + 'static> {
         let dir = self.table.bucket_dir(&split.partition, split.bucket)?;
-        let layout = &self.layout;
+        let layout = Arc::clone(&self.layout);
         // One sorted run above level 0 without retractions holds final rows, each key once (after
         // a full compaction, typically): it is read without merging, as Paimon's raw-convertible
         // splits are.
@@ -111,15 +138,18 @@ impl TableRead {
         } else {
             (Arc::clone(&self.output_schema), self.projection.clone())
         };
-        let fetches = split.files.iter().map(|f| {
-            let path = match &f.external_path {
-                Some(p) => p.clone(),
-                None => format!("{dir}/{}", f.file_name),
-            };
-            let io = self.table.io().clone();
-            async move { io.read(&path).await.map(|bytes| (path, bytes)) }
-        });
-        let files = futures::future::try_join_all(fetches).await?;
+        let path_of = |f: &crate::spec::DataFileMeta| match &f.external_path {
+            Some(p) => p.clone(),
+            None => format!("{dir}/{}", f.file_name),
+        };
+        let runs: Vec<Vec<String>> = if pk {
+            data_file::key_ordered_runs(&split.files, &layout.key_types)
+                .iter()
+                .map(|run| run.iter().map(path_of).collect())
+                .collect()
+        } else {
+            vec![split.files.iter().map(path_of).collect()]
+        };
         let k = layout.key_indices.len();
         let spec = pk.then(|| layout.merge_spec(&value_cols, false));
         let output_schema = Arc::clone(&self.output_schema);
@@ -129,34 +159,39 @@ impl TableRead {
             .iter()
             .filter_map(|p| value_cols.iter().position(|v| v == p).map(|i| k + 2 + i))
             .collect();
-        // Decoding and merging are CPU work: off the async workers, one task per split.
-        tokio::task::spawn_blocking(move || -> Result<Vec<RecordBatch>> {
-            let mut runs = Vec::new();
-            for (path, bytes) in files {
-                runs.extend(data_file::decode(&path, bytes, &file_target)?);
-            }
-            let Some(spec) = spec else { return Ok(runs) };
-            let Some(merged) = merge_runs(&runs, &spec)? else {
-                return Ok(vec![]);
-            };
-            let columns = merged
-                .project(&out_cols)
-                .context(ArrowSnafu {
-                    context: "projecting merged rows",
-                })?
-                .columns()
-                .to_vec();
-            let batch = RecordBatch::try_new(output_schema, columns).context(ArrowSnafu {
-                context: "merged rows",
-            })?;
-            Ok(vec![batch])
-        })
-        .await
-        .map_err(|e| {
+        let io = self.table.io().clone();
+        let handle = tokio::runtime::Handle::current();
+        let cancelled = || {
             InternalSnafu {
-                message: format!("read task: {e}"),
+                message: "read cancelled".to_string(),
             }
             .build()
-        })?
+        };
+        Ok(move || -> Result<()> {
+            let streams = runs.into_iter().map(|files| {
+                data_file::run_stream(handle.clone(), io.clone(), Arc::clone(&file_target), files)
+            });
+            let Some(spec) = spec else {
+                for batch in streams.flatten() {
+                    tx.blocking_send(batch).map_err(|_| cancelled())?;
+                }
+                return Ok(());
+            };
+            merge_streams(streams.collect(), &spec, |merged| {
+                let columns = merged
+                    .project(&out_cols)
+                    .context(ArrowSnafu {
+                        context: "projecting merged rows",
+                    })?
+                    .columns()
+                    .to_vec();
+                let batch = RecordBatch::try_new(Arc::clone(&output_schema), columns).context(
+                    ArrowSnafu {
+                        context: "merged rows",
+                    },
+                )?;
+                tx.blocking_send(Ok(batch)).map_err(|_| cancelled())
+            })
+        })
     }
 }
