@@ -47,8 +47,9 @@ pub fn unescape_path_name(s: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
+            let hex = |b: u8| (b as char).to_digit(16);
+            if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((hi * 16 + lo) as u8);
                 i += 3;
                 continue;
             }
@@ -175,6 +176,11 @@ mod tests {
     fn escapes_like_paimon() {
         assert_eq!(escape_path_name("a/b:c=d"), "a%2Fb%3Ac%3Dd");
         assert_eq!(unescape_path_name("a%2Fb%3Ac%3Dd"), "a/b:c=d");
+        assert_eq!(
+            unescape_path_name("%é%2"),
+            "%é%2",
+            "malformed escapes stay as they are"
+        );
         let naming = PartitionNaming {
             default_name: "__D__",
             legacy: true,

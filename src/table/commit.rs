@@ -511,9 +511,9 @@ fn overwrite_matches(
                 .build()
             })?;
             Ok(spec.iter().all(|(k, v)| {
-                keys.iter()
-                    .position(|x| x == k)
-                    .is_some_and(|i| values[i].compare(v) == Some(std::cmp::Ordering::Equal))
+                keys.iter().position(|x| x == k).is_some_and(|i| {
+                    values.get(i).and_then(|x| x.compare(v)) == Some(std::cmp::Ordering::Equal)
+                })
             }))
         }
     }

@@ -42,6 +42,12 @@ pub fn encode(
         }
     }
     let props = props.build();
+    if batch.num_rows() == 0 {
+        return crate::error::InternalSnafu {
+            message: format!("refusing to write the empty data file {file_name}"),
+        }
+        .fail();
+    }
     let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 3);
     write_parallel(&mut buf, batch, props).context(ParquetSnafu { path: &file_name })?;
 
