@@ -141,6 +141,7 @@ impl FileIo {
     }
 
     async fn put(&self, path: &str, data: Bytes, create: bool) -> Result<bool> {
+        crash_point();
         if let Some(root) = &self.local_root {
             let target = root.join(path);
             return blocking(path, move || durable_local_put(&target, &data, create)).await;
@@ -238,6 +239,26 @@ impl FileIo {
             blocking(dir, move || remove_dir_all_if_exists(&target)).await?;
         }
         Ok(())
+    }
+}
+
+/// Fault injection for crash tests: with `TIDELAKE_CRASH_AFTER_PUTS=N` in the environment the
+/// process exits at once (status 137, no unwinding and none of tidelake's cleanup, like a kill)
+/// when it is about to make its put number N+1. Unset, this costs one `OnceLock` read per put.
+fn crash_point() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::OnceLock;
+    static LIMIT: OnceLock<Option<i64>> = OnceLock::new();
+    static PUTS: AtomicI64 = AtomicI64::new(0);
+    let limit = LIMIT.get_or_init(|| {
+        std::env::var("TIDELAKE_CRASH_AFTER_PUTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(limit) = limit {
+        if PUTS.fetch_add(1, Ordering::Relaxed) >= *limit {
+            std::process::exit(137);
+        }
     }
 }
 
