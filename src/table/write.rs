@@ -349,6 +349,11 @@ impl TableWrite {
     /// before committing: whatever the universal picker selects is rewritten now and committed as
     /// the COMPACT snapshot that follows the APPEND one.
     async fn compact_touched(&mut self, messages: &mut [CommitMessage]) -> Result<()> {
+        if self.write_only || self.layout.bucket_mode == BucketMode::Unaware || messages.is_empty()
+        {
+            return Ok(());
+        }
+        self.refresh_live(messages).await?;
         for m in messages.iter_mut() {
             let id = (m.partition.clone(), m.bucket);
             self.compact_bucket(&id).await?;
@@ -356,6 +361,52 @@ impl TableWrite {
                 m.compact_before = before;
                 m.compact_after = after;
             }
+        }
+        Ok(())
+    }
+
+    /// Re-reads the live files of the buckets in `messages` from the latest snapshot, so that what
+    /// another compactor committed (or a compaction of ours that was dropped) is seen before
+    /// picking: live = committed files, minus inputs of this window's compactions, plus this
+    /// window's new files and compaction outputs.
+    async fn refresh_live(&mut self, messages: &[CommitMessage]) -> Result<()> {
+        let Some(snapshot) = self.table.snapshot_manager().latest().await? else {
+            return Ok(());
+        };
+        let mut committed: HashMap<BucketId, Vec<DataFileMeta>> = HashMap::new();
+        for e in self
+            .table
+            .manifest_manager()
+            .live_entries(&snapshot)
+            .await?
+        {
+            if messages
+                .iter()
+                .any(|m| m.partition == e.partition && m.bucket == e.bucket)
+            {
+                committed
+                    .entry((e.partition, e.bucket))
+                    .or_default()
+                    .push(e.file);
+            }
+        }
+        let same =
+            |a: &DataFileMeta, b: &DataFileMeta| a.file_name == b.file_name && a.level == b.level;
+        for m in messages {
+            let id = (m.partition.clone(), m.bucket);
+            let (before, after) = self.compacted.get(&id).cloned().unwrap_or_default();
+            let mut files: Vec<DataFileMeta> = committed
+                .remove(&id)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|f| !before.iter().any(|b| same(b, f)))
+                .collect();
+            for f in m.new_files.iter().chain(&after) {
+                if !files.iter().any(|x| same(x, f)) && !before.iter().any(|b| same(b, f)) {
+                    files.push(f.clone());
+                }
+            }
+            self.live.insert(id, files);
         }
         Ok(())
     }

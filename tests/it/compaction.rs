@@ -373,3 +373,45 @@ async fn a_long_commit_window_stalls_for_compaction_and_leaves_no_transient_file
         Vec::<String>::new()
     );
 }
+
+#[tokio::test]
+async fn a_long_lived_writer_survives_compactions_by_another_job() {
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.t",
+            "id BIGINT NOT NULL, v BIGINT",
+            &["id"],
+            &[],
+            &[("bucket", "1"), ("write-buffer-rows", "5")],
+        )
+        .await;
+    let mut w = t.new_write(WriteOptions::default()).unwrap();
+    let commit = t.new_commit("writer");
+    let mut model = BTreeMap::new();
+    for c in 0..30i64 {
+        let rows: Vec<Value> = (0..12)
+            .map(|i| json!({"id": (c * 5 + i) % 40, "v": c}))
+            .collect();
+        for r in &rows {
+            model.insert(r["id"].as_i64().unwrap(), c);
+        }
+        w.write(&batch(&t, &rows)).await.unwrap();
+        commit
+            .commit(w.prepare_commit().await.unwrap(), c + 1, None)
+            .await
+            .unwrap();
+        if c % 4 == 3 {
+            // A dedicated compaction job rewrites everything the writer believes is live.
+            t.compact(true, vec![]).await.unwrap();
+        }
+    }
+    let want: Vec<Vec<Value>> = sorted(
+        model
+            .iter()
+            .map(|(k, v)| vec![json!(k), json!(v)])
+            .collect(),
+    );
+    assert_eq!(read_rows(&t, None).await, want);
+    assert!(runs_per_bucket(&t).await[0] <= 8);
+}
