@@ -176,6 +176,7 @@ impl Table {
             )?;
         }
         let mut w = self.new_write(options)?;
+        w.set_wait_compaction(true);
         for b in batches {
             w.write(b).await?;
         }

@@ -4,6 +4,13 @@
 //! [`super::commit::TableCommit`] turns into a snapshot.
 //!
 //! A batch is validated completely before any of it is buffered, so a bad batch changes nothing.
+//!
+//! Compaction runs beside writing: after each spill the universal picker may start one background
+//! compaction per bucket; finished ones are collected at the next spill or `prepare_commit` and
+//! committed as the COMPACT snapshot after the APPEND one. Above `num-sorted-run.stop-trigger`
+//! sorted runs the writer waits for the running compaction (back-pressure). Batch writes
+//! (`Table::write_batches`) wait for one round per commit; long-lived writers do not and must be
+//! ended with [`TableWrite::close`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -84,6 +91,13 @@ impl SpillJob {
     }
 }
 
+/// A compaction running beside the writer.
+#[derive(Debug)]
+struct RunningCompaction {
+    inputs: Vec<DataFileMeta>,
+    task: tokio::task::JoinHandle<Result<Vec<DataFileMeta>>>,
+}
+
 /// Options of one writer session.
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
@@ -98,7 +112,7 @@ pub struct TableWrite {
     table: Table,
     layout: Arc<TableLayout>,
     options: WriteOptions,
-    namer: FileNamer,
+    namer: Arc<FileNamer>,
     writers: HashMap<BucketId, BucketWriter>,
     /// Highest sequence number per bucket in the snapshot the writer started from.
     restored: Option<HashMap<BucketId, i64>>,
@@ -109,6 +123,11 @@ pub struct TableWrite {
     write_only: bool,
     /// Compactions done since the last commit, per bucket: inputs and outputs.
     compacted: HashMap<BucketId, (Vec<DataFileMeta>, Vec<DataFileMeta>)>,
+    /// At most one compaction per bucket runs in the background.
+    running: HashMap<BucketId, RunningCompaction>,
+    /// Whether `prepare_commit` waits for one compaction round (batch writes) or takes only what
+    /// has finished (long-lived writers).
+    wait_compaction: bool,
     pending: HashMap<BucketId, Vec<DataFileMeta>>,
     spill_rows: usize,
 }
@@ -134,12 +153,14 @@ impl TableWrite {
             table,
             layout,
             options,
-            namer: FileNamer::default(),
+            namer: Arc::new(FileNamer::default()),
             writers: HashMap::new(),
             restored: None,
             live: HashMap::new(),
             write_only,
             compacted: HashMap::new(),
+            running: HashMap::new(),
+            wait_compaction: false,
             pending: HashMap::new(),
             spill_rows,
         })
@@ -200,6 +221,9 @@ impl TableWrite {
             };
             if full {
                 self.spill(std::slice::from_ref(&id)).await?;
+                // After a flush: collect a finished compaction, wait above the stop trigger,
+                // start the next one in the background.
+                self.finish_compaction(&id, false).await?;
                 self.stall_if_needed(&id).await?;
             }
         }
@@ -224,9 +248,67 @@ impl TableWrite {
                 compact_after: vec![],
             })
             .collect();
+        // Buckets with compaction work but no new files also get a message.
+        let ids: Vec<BucketId> = self
+            .running
+            .keys()
+            .chain(self.compacted.keys())
+            .cloned()
+            .collect();
+        for id in ids {
+            if !messages
+                .iter()
+                .any(|m| m.partition == id.0 && m.bucket == id.1)
+            {
+                messages.push(CommitMessage {
+                    partition: id.0,
+                    bucket: id.1,
+                    total_buckets,
+                    new_files: vec![],
+                    compact_before: vec![],
+                    compact_after: vec![],
+                });
+            }
+        }
         messages.sort_by(|a, b| (&a.partition, a.bucket).cmp(&(&b.partition, b.bucket)));
         self.compact_touched(&mut messages).await?;
+        messages.retain(|m| {
+            !(m.new_files.is_empty() && m.compact_before.is_empty() && m.compact_after.is_empty())
+        });
         Ok(messages)
+    }
+
+    /// Makes `prepare_commit` wait for a compaction round (what batch jobs want: every commit
+    /// leaves the tree compacted) instead of collecting only finished background compactions.
+    pub fn set_wait_compaction(&mut self, wait: bool) {
+        self.wait_compaction = wait;
+    }
+
+    /// Ends the writer: waits for background compactions and deletes every file it wrote that was
+    /// not handed out by `prepare_commit` (nothing it leaves behind can become an orphan).
+    pub async fn close(mut self) -> Result<()> {
+        let ids: Vec<BucketId> = self.running.keys().cloned().collect();
+        for id in ids {
+            self.finish_compaction(&id, true).await?;
+        }
+        let mut doomed: Vec<(BucketId, DataFileMeta)> = Vec::new();
+        for (id, (_, after)) in std::mem::take(&mut self.compacted) {
+            doomed.extend(after.into_iter().map(|f| (id.clone(), f)));
+        }
+        for (id, files) in std::mem::take(&mut self.pending) {
+            doomed.extend(files.into_iter().map(|f| (id.clone(), f)));
+        }
+        for (id, f) in doomed {
+            self.table
+                .io()
+                .delete(&format!(
+                    "{}/{}",
+                    self.table.bucket_dir(&id.0, id.1)?,
+                    f.file_name
+                ))
+                .await?;
+        }
+        Ok(())
     }
 
     fn writer(&mut self, id: &BucketId) -> &mut BucketWriter {
@@ -353,10 +435,17 @@ impl TableWrite {
         {
             return Ok(());
         }
+        for m in messages.iter() {
+            let id = (m.partition.clone(), m.bucket);
+            self.finish_compaction(&id, self.wait_compaction).await?;
+        }
         self.refresh_live(messages).await?;
         for m in messages.iter_mut() {
             let id = (m.partition.clone(), m.bucket);
-            self.compact_bucket(&id).await?;
+            self.start_compaction(&id)?;
+            if self.wait_compaction {
+                self.finish_compaction(&id, true).await?;
+            }
             if let Some((before, after)) = self.compacted.remove(&id) {
                 m.compact_before = before;
                 m.compact_after = after;
@@ -411,29 +500,61 @@ impl TableWrite {
         Ok(())
     }
 
-    /// Runs the compaction the picker selects for one bucket (if any) and records it for the next
-    /// commit. Outputs of an earlier compaction in the same commit window that are compacted again
-    /// never reach a snapshot: they are netted out and deleted.
-    async fn compact_bucket(&mut self, id: &BucketId) -> Result<()> {
+    /// Starts the compaction the picker selects for a bucket, unless one is running.
+    fn start_compaction(&mut self, id: &BucketId) -> Result<()> {
         // Bucket-unaware append tables are compacted by a separate job in Paimon, never by writers.
-        if self.write_only || self.layout.bucket_mode == BucketMode::Unaware {
+        if self.write_only
+            || self.layout.bucket_mode == BucketMode::Unaware
+            || self.running.contains_key(id)
+        {
             return Ok(());
         }
         let opts = super::compact::picker_options(&self.table.options());
-        let files = self.live.entry(id.clone()).or_default();
-        let Some((inputs, level)) = super::compact::plan(&self.layout, files, &opts, false) else {
+        let files = self.live.entry(id.clone()).or_default().clone();
+        let Some((inputs, level)) = super::compact::plan(&self.layout, &files, &opts, false) else {
             return Ok(());
         };
-        let job = super::compact::BucketCompaction {
-            partition: &id.0,
-            bucket: id.1,
-            all_files: files,
-            inputs: &inputs,
-            output_level: level,
+        let (table, layout, namer) = (
+            self.table.clone(),
+            Arc::clone(&self.layout),
+            Arc::clone(&self.namer),
+        );
+        let (partition, bucket, job_inputs) = (id.0.clone(), id.1, inputs.clone());
+        let task = tokio::spawn(async move {
+            let job = super::compact::BucketCompaction {
+                partition: &partition,
+                bucket,
+                all_files: &files,
+                inputs: &job_inputs,
+                output_level: level,
+            };
+            super::compact::rewrite(&table, &layout, &namer, job).await
+        });
+        self.running
+            .insert(id.clone(), RunningCompaction { inputs, task });
+        Ok(())
+    }
+
+    /// Applies a bucket's running compaction if it has finished (or, with `wait`, once it has).
+    /// Outputs of an earlier compaction in the same commit window that are compacted again never
+    /// reach a snapshot: they are netted out and deleted.
+    async fn finish_compaction(&mut self, id: &BucketId, wait: bool) -> Result<()> {
+        match self.running.get(id) {
+            Some(r) if wait || r.task.is_finished() => {}
+            _ => return Ok(()),
+        }
+        let Some(RunningCompaction { inputs, task }) = self.running.remove(id) else {
+            return Ok(());
         };
-        let after = super::compact::rewrite(&self.table, &self.layout, &self.namer, job).await?;
+        let after = task.await.map_err(|e| {
+            InternalSnafu {
+                message: format!("compaction task: {e}"),
+            }
+            .build()
+        })??;
         let same =
             |a: &DataFileMeta, b: &DataFileMeta| a.file_name == b.file_name && a.level == b.level;
+        let files = self.live.entry(id.clone()).or_default();
         files.retain(|f| !inputs.iter().any(|i| same(i, f)));
         files.extend(after.iter().cloned());
         let (before_acc, after_acc) = self.compacted.entry(id.clone()).or_default();
@@ -473,9 +594,12 @@ impl TableWrite {
             crate::lsm::levels::sorted_runs(self.live.get(id).map(Vec::as_slice).unwrap_or(&[]))
                 .len();
         if runs > stop {
-            self.compact_bucket(id).await?;
+            if !self.running.contains_key(id) {
+                self.start_compaction(id)?;
+            }
+            self.finish_compaction(id, true).await?;
         }
-        Ok(())
+        self.start_compaction(id)
     }
 
     /// Checks `batch` against the schema; returns it as the table's columns plus row kinds.

@@ -337,6 +337,7 @@ async fn a_long_commit_window_stalls_for_compaction_and_leaves_no_transient_file
         )
         .await;
     let mut w = t.new_write(WriteOptions::default()).unwrap();
+    w.set_wait_compaction(true);
     let mut model = BTreeMap::new();
     for b in 0..40i64 {
         let rows: Vec<Value> = (0..10)

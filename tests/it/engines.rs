@@ -264,6 +264,18 @@ async fn run(
     ops: Vec<Op>,
     spill_rows: usize,
 ) -> Result<(), TestCaseError> {
+    run_with(engine, options, ops, spill_rows, true).await
+}
+
+/// `wait`: commits wait for a compaction round (deterministic) or take only finished background
+/// compactions (timing varies; the rows must not).
+async fn run_with(
+    engine: Engine,
+    options: &[(&str, &str)],
+    ops: Vec<Op>,
+    spill_rows: usize,
+    wait: bool,
+) -> Result<(), TestCaseError> {
     let catalog = Catalog::new(FileIo::memory());
     let mut opts: BTreeMap<String, String> = options
         .iter()
@@ -290,7 +302,12 @@ async fn run(
     let wopts = WriteOptions {
         row_kind_column: Some("op".into()),
     };
-    let mut writer = table.new_write(wopts.clone()).unwrap();
+    let new_writer = || {
+        let mut w = table.new_write(wopts.clone()).unwrap();
+        w.set_wait_compaction(wait);
+        w
+    };
+    let mut writer = new_writer();
     let committer = table.new_commit("engine-test");
     let mut pending = Model::new();
     let mut history: Vec<(i64, Model)> = Vec::new();
@@ -323,7 +340,10 @@ async fn run(
                     history.push((sid, pending.clone()));
                 }
                 if !matches!(op, Op::Commit) {
-                    writer = table.new_write(wopts.clone()).unwrap();
+                    std::mem::replace(&mut writer, new_writer())
+                        .close()
+                        .await
+                        .unwrap();
                 }
             }
             Op::Rollback(n) => {
@@ -338,6 +358,10 @@ async fn run(
                             .map(|f| f.file_name.clone()),
                     );
                 }
+                std::mem::replace(&mut writer, new_writer())
+                    .close()
+                    .await
+                    .unwrap();
                 table
                     .rollback_to(tidelake::table::lifecycle::RollbackTarget::Snapshot(target))
                     .await
@@ -349,10 +373,11 @@ async fn run(
                     .find(|(sid, _)| *sid == target)
                     .map(|(_, m)| m.clone())
                     .unwrap_or_default();
-                writer = table.new_write(wopts.clone()).unwrap();
             }
         }
     }
+    // The last writer ends: running compactions finish and their uncommitted outputs go.
+    writer.close().await.unwrap();
     let present = table.snapshot_manager().list_ids().await.unwrap();
     prop_assert!(
         present.len() <= 3,
@@ -422,6 +447,12 @@ proptest! {
     #[test]
     fn partial_update_deletes_match_model(ops in ops(&["+I", "+U", "+I", "-D"]).prop_map(unique_keys_per_write)) {
         block_on(run(Engine::PartialUpdate, &[("merge-engine", "partial-update"), ("partial-update.remove-record-on-delete", "true")], ops, 1))?;
+    }
+
+    #[test]
+    fn deduplicate_with_background_compaction_matches_model(ops in ops(&["+I", "+U", "-U", "-D"]), spill in prop_oneof![Just(1usize), Just(4)]) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(run_with(Engine::Deduplicate, &[], ops, spill, false))?;
     }
 
     #[test]

@@ -101,6 +101,7 @@ async fn run(ops: Vec<Op>, spill_rows: usize, buckets: i32) -> Result<(), TestCa
         row_kind_column: Some("op".into()),
     };
     let mut writer = table.new_write(opts.clone()).unwrap();
+    writer.set_wait_compaction(true);
     let committer = table.new_commit("model-test");
     let mut pending: Model = Model::new();
     let mut committed: Model = Model::new();
@@ -135,7 +136,9 @@ async fn run(ops: Vec<Op>, spill_rows: usize, buckets: i32) -> Result<(), TestCa
                 ));
                 prop_assert_eq!(latest, model_rows(&committed));
                 if matches!(op, Op::Restart) {
-                    writer = table.new_write(opts.clone()).unwrap();
+                    let mut next = table.new_write(opts.clone()).unwrap();
+                    next.set_wait_compaction(true);
+                    std::mem::replace(&mut writer, next).close().await.unwrap();
                 }
             }
         }
