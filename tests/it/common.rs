@@ -233,6 +233,27 @@ pub(crate) fn batch(table: &Table, json_rows: &[Value]) -> RecordBatch {
     batch_with_schema(table.arrow_schema().unwrap(), json_rows)
 }
 
+/// A batch from JSON rows with the table's columns plus an `op` column of row kinds (+I/-U/+U/-D),
+/// for writes with `WriteOptions { row_kind_column: Some("op".into()) }`.
+pub(crate) fn batch_with_kinds(table: &Table, json_rows: &[Value]) -> RecordBatch {
+    let mut fields: Vec<arrow::datatypes::Field> = table
+        .arrow_schema()
+        .unwrap()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(arrow::datatypes::Field::new(
+        "op",
+        arrow::datatypes::DataType::Utf8,
+        false,
+    ));
+    batch_with_schema(
+        std::sync::Arc::new(arrow::datatypes::Schema::new(fields)),
+        json_rows,
+    )
+}
+
 pub(crate) fn batch_with_schema(
     schema: arrow::datatypes::SchemaRef,
     json_rows: &[Value],

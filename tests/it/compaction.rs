@@ -110,16 +110,7 @@ async fn full_compaction_drops_deletes_and_keeps_time_travel() {
     let opts = WriteOptions {
         row_kind_column: Some("op".into()),
     };
-    let kinds = |rows: &[Value]| {
-        crate::common::batch_with_schema(
-            std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
-                arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int32, false),
-                arrow::datatypes::Field::new("v", arrow::datatypes::DataType::Utf8, true),
-                arrow::datatypes::Field::new("op", arrow::datatypes::DataType::Utf8, false),
-            ])),
-            rows,
-        )
-    };
+    let kinds = |rows: &[Value]| crate::common::batch_with_kinds(&t, rows);
     t.write_batches(
         &[kinds(&[
             json!({"id": 1, "v": "a", "op": "+I"}),

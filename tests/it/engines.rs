@@ -576,12 +576,7 @@ async fn partial_update_rejects_deletes_by_default_and_aggregation_unsupported_r
     let opts = WriteOptions {
         row_kind_column: Some("op".into()),
     };
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int32, false),
-        Field::new("a", DataType::Int32, true),
-        Field::new("op", DataType::Utf8, false),
-    ]));
-    let del = crate::common::batch_with_schema(schema, &[json!({"id": 1, "a": 1, "op": "-D"})]);
+    let del = crate::common::batch_with_kinds(&t, &[json!({"id": 1, "a": 1, "op": "-D"})]);
     t.write_batches(&[del], opts.clone(), None).await.unwrap();
     // The lone -D is stored; the merge of +I and -D fails as Paimon's does.
     let err = t
@@ -613,12 +608,7 @@ async fn partial_update_rejects_deletes_by_default_and_aggregation_unsupported_r
         crate::common::read_rows(&t, None).await,
         vec![vec![json!(1), json!(7)]]
     );
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int32, false),
-        Field::new("a", DataType::Int32, true),
-        Field::new("op", DataType::Utf8, false),
-    ]));
-    let retract = crate::common::batch_with_schema(schema, &[json!({"id": 1, "a": 7, "op": "-U"})]);
+    let retract = crate::common::batch_with_kinds(&t, &[json!({"id": 1, "a": 7, "op": "-U"})]);
     t.write_batches(&[retract], opts, None).await.unwrap();
     let err = t
         .read_all(SnapshotSelector::Latest, None)

@@ -141,28 +141,28 @@ async fn pypaimon_reads_what_tidelake_writes() {
     let b1: Vec<Value> = (0..20)
         .map(|i| json!({"id": i, "name": format!("name-{i}"), "price": i as f64, "op": "+I"}))
         .collect();
-    t.write_batches(&[batch_k(&t, &b1)], kinds(), None)
+    t.write_batches(&[crate::common::batch_with_kinds(&t, &b1)], kinds(), None)
         .await
         .unwrap();
     let b2: Vec<Value> = (0..20)
         .step_by(3)
         .map(|i| json!({"id": i, "name": format!("upd-{i}"), "price": null, "op": "+U"}))
         .collect();
-    t.write_batches(&[batch_k(&t, &b2)], kinds(), None)
+    t.write_batches(&[crate::common::batch_with_kinds(&t, &b2)], kinds(), None)
         .await
         .unwrap();
     let b3: Vec<Value> = (0..20)
         .step_by(4)
         .map(|i| json!({"id": i, "name": null, "price": null, "op": "-D"}))
         .collect();
-    t.write_batches(&[batch_k(&t, &b3)], kinds(), None)
+    t.write_batches(&[crate::common::batch_with_kinds(&t, &b3)], kinds(), None)
         .await
         .unwrap();
     let b4 = vec![
         json!({"id": 4, "name": "back", "price": 4.5, "op": "+I"}),
         json!({"id": 100, "name": "new", "price": 1.0, "op": "+I"}),
     ];
-    t.write_batches(&[batch_k(&t, &b4)], kinds(), None)
+    t.write_batches(&[crate::common::batch_with_kinds(&t, &b4)], kinds(), None)
         .await
         .unwrap();
     assert_same_everywhere(&s, "db.pk").await;
@@ -194,25 +194,6 @@ async fn pypaimon_reads_what_tidelake_writes() {
         .await
         .unwrap();
     assert_same_everywhere(&s, "db.pk_part").await;
-}
-
-fn batch_k(table: &tidelake::Table, rows: &[Value]) -> arrow::array::RecordBatch {
-    let mut fields: Vec<arrow::datatypes::Field> = table
-        .arrow_schema()
-        .unwrap()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(arrow::datatypes::Field::new(
-        "op",
-        arrow::datatypes::DataType::Utf8,
-        false,
-    ));
-    crate::common::batch_with_schema(
-        std::sync::Arc::new(arrow::datatypes::Schema::new(fields)),
-        rows,
-    )
 }
 
 #[tokio::test]
