@@ -53,13 +53,7 @@ async fn table_with_data(s: &Scratch) -> tidelake::Table {
     )
     .await
     .unwrap();
-    t.write_batches(
-        &[batch(&t, &[json!({"id": 3, "name": "c"})])],
-        WriteOptions::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    crate::common::write_rows(&t, &[json!({"id": 3, "name": "c"})]).await;
     t
 }
 

@@ -233,6 +233,19 @@ pub(crate) fn batch(table: &Table, json_rows: &[Value]) -> RecordBatch {
     batch_with_schema(table.arrow_schema().unwrap(), json_rows)
 }
 
+/// Writes JSON rows as one batch commit; returns the snapshot it made.
+pub(crate) async fn write_rows(table: &Table, json_rows: &[Value]) -> Option<i64> {
+    table
+        .write_batches(
+            &[batch(table, json_rows)],
+            tidelake::table::WriteOptions::default(),
+            None,
+        )
+        .await
+        .unwrap()
+        .snapshot_id()
+}
+
 /// A batch from JSON rows with the table's columns plus an `op` column of row kinds (+I/-U/+U/-D),
 /// for writes with `WriteOptions { row_kind_column: Some("op".into()) }`.
 pub(crate) fn batch_with_kinds(table: &Table, json_rows: &[Value]) -> RecordBatch {

@@ -230,9 +230,7 @@ async fn append_tables_compact_small_files_in_order() {
             json!({"id": 2 * i, "v": "x"}),
             json!({"id": 2 * i + 1, "v": "y"}),
         ];
-        t.write_batches(&[batch(&t, &rows)], WriteOptions::default(), None)
-            .await
-            .unwrap();
+        crate::common::write_rows(&t, &rows).await;
     }
     // The commit that brings the fifth small file compacts them into one, keeping sequence order.
     let plan = t.new_scan().plan().await.unwrap();
@@ -262,13 +260,7 @@ async fn append_tables_compact_small_files_in_order() {
     // Bucket-unaware tables are compacted on demand only (as by Paimon's dedicated job).
     let u = s.create("db.u", "id BIGINT NOT NULL", &[], &[], &[]).await;
     for i in 0..6 {
-        u.write_batches(
-            &[batch(&u, &[json!({"id": i})])],
-            WriteOptions::default(),
-            None,
-        )
-        .await
-        .unwrap();
+        crate::common::write_rows(&u, &[json!({"id": i})]).await;
     }
     assert_eq!(u.new_scan().plan().await.unwrap().file_count(), 6);
     u.compact(true, vec![]).await.unwrap();
@@ -289,13 +281,7 @@ async fn a_losing_compactor_gives_up_cleanly() {
         )
         .await;
     for i in 0..3 {
-        t.write_batches(
-            &[batch(&t, &[json!({"id": i, "v": "x"})])],
-            WriteOptions::default(),
-            None,
-        )
-        .await
-        .unwrap();
+        crate::common::write_rows(&t, &[json!({"id": i, "v": "x"})]).await;
     }
     // Two compactors start from the same snapshot; the second one's inputs are gone when it commits.
     let (a, b) = tokio::join!(t.compact(true, vec![]), t.compact(true, vec![]));

@@ -179,13 +179,7 @@ async fn a_writer_killed_between_commit_steps_never_leaves_a_mix() {
             .is_empty());
         assert_eq!(read_rows(&t, None).await, rows);
         // Writing goes on.
-        t.write_batches(
-            &[batch(&t, &[json!({"id": 9, "v": "after"})])],
-            WriteOptions::default(),
-            None,
-        )
-        .await
-        .unwrap();
+        crate::common::write_rows(&t, &[json!({"id": 9, "v": "after"})]).await;
         assert_eq!(read_rows(&t, None).await.len(), rows.len() + 1);
     }
     assert_eq!(

@@ -47,9 +47,7 @@ async fn pypaimon_reads_what_tidelake_writes() {
         .await;
     for i in 0..3 {
         let rows: Vec<Value> = (0..5).map(|j| json!({"id": i * 10 + j, "name": format!("n{j}"), "price": j as f64 / 4.0, "ok": j % 2 == 0})).collect();
-        t.write_batches(&[batch(&t, &rows)], WriteOptions::default(), None)
-            .await
-            .unwrap();
+        crate::common::write_rows(&t, &rows).await;
     }
     // An overwrite of the whole table replaces every row.
     let rows = vec![json!({"id": 99, "name": "only", "price": 1.5, "ok": true})];
@@ -186,13 +184,9 @@ async fn pypaimon_reads_what_tidelake_writes() {
             ["2024-01-01", "2024-01-02"].map(|dt| json!({"dt": dt, "user_name": u, "n": i}))
         })
         .collect();
-    t.write_batches(&[batch(&t, &b)], WriteOptions::default(), None)
-        .await
-        .unwrap();
+    crate::common::write_rows(&t, &b).await;
     let b = vec![json!({"dt": "2024-01-02", "user_name": "bo", "n": 99})];
-    t.write_batches(&[batch(&t, &b)], WriteOptions::default(), None)
-        .await
-        .unwrap();
+    crate::common::write_rows(&t, &b).await;
     assert_same_everywhere(&s, "db.pk_part").await;
 }
 
@@ -225,13 +219,7 @@ async fn each_appends_to_the_others_tables() {
         "db.ours_pk",
         &json!([{"id": 2, "v": "b-py"}, {"id": 3, "v": "c-py"}]).to_string(),
     ]);
-    t.write_batches(
-        &[batch(&t, &[json!({"id": 3, "v": "c-ours"})])],
-        WriteOptions::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    crate::common::write_rows(&t, &[json!({"id": 3, "v": "c-ours"})]).await;
     let want = sorted(vec![
         vec![json!(1), json!("a")],
         vec![json!(2), json!("b-py")],
@@ -249,13 +237,7 @@ async fn each_appends_to_the_others_tables() {
             &[],
         )
         .await;
-    t.write_batches(
-        &[batch(&t, &[json!({"id": 1, "v": "a"})])],
-        WriteOptions::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    crate::common::write_rows(&t, &[json!({"id": 1, "v": "a"})]).await;
     paimon(&[
         "write",
         s.path(),
@@ -320,13 +302,7 @@ async fn each_appends_to_the_others_tables() {
         .load_table(&Identifier::new("db", "theirs_append"))
         .await
         .unwrap();
-    t.write_batches(
-        &[batch(&t, &[json!({"id": 2, "v": "ours"})])],
-        WriteOptions::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    crate::common::write_rows(&t, &[json!({"id": 2, "v": "ours"})]).await;
     assert_eq!(read_rows(&t, None).await.len(), 2);
     assert_same_everywhere(&s, "db.theirs_append").await;
 }
@@ -355,9 +331,7 @@ async fn tidelake_and_pypaimon_choose_the_same_buckets() {
             &[("bucket", "5")],
         )
         .await;
-    t.write_batches(&[batch(&t, &rows)], WriteOptions::default(), None)
-        .await
-        .unwrap();
+    crate::common::write_rows(&t, &rows).await;
     let theirs = paimon(&["buckets", s.path(), "db.theirs"]);
     let ours = paimon(&["buckets", s.path(), "db.ours"]);
     assert_eq!(theirs.as_object().unwrap().len(), 300);
@@ -605,9 +579,7 @@ async fn pypaimon_reads_tidelake_partial_update_and_aggregation_tables() {
         ],
         vec![json!({"id": 1, "c": 3.5}), json!({"id": 3, "b": "z"})],
     ] {
-        t.write_batches(&[batch(&t, &rows)], WriteOptions::default(), None)
-            .await
-            .unwrap();
+        crate::common::write_rows(&t, &rows).await;
     }
     assert_same_everywhere(&s, "db.pu").await;
     t.compact(true, vec![]).await.unwrap();
@@ -642,9 +614,7 @@ async fn pypaimon_reads_tidelake_partial_update_and_aggregation_tables() {
         let rows: Vec<Value> = (0..3)
             .map(|i| json!({"id": i, "total": c * 10 + i, "top": (c * 7 + i) % 5, "names": format!("n{c}"), "seen": c == 2}))
             .collect();
-        t.write_batches(&[batch(&t, &rows)], WriteOptions::default(), None)
-            .await
-            .unwrap();
+        crate::common::write_rows(&t, &rows).await;
     }
     assert_same_everywhere(&s, "db.agg").await;
     t.compact(true, vec![]).await.unwrap();
