@@ -148,98 +148,10 @@ async fn a_commit_identifier_is_applied_once() {
     assert_eq!(next, CommitOutcome::Committed(2));
 }
 
-/// An in-memory store that can fail the next create-if-absent put of a snapshot file, either
-/// before storing it (a plain failure) or after (a lost acknowledgement).
-#[derive(Debug)]
-struct FlakyStore {
-    inner: object_store::memory::InMemory,
-    /// 1 = fail before writing, 2 = write then fail; reset to 0 after one use.
-    mode: std::sync::atomic::AtomicU8,
-}
-
-impl std::fmt::Display for FlakyStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("FlakyStore")
-    }
-}
-
-#[async_trait::async_trait]
-impl object_store::ObjectStore for FlakyStore {
-    async fn put_opts(
-        &self,
-        location: &object_store::path::Path,
-        payload: object_store::PutPayload,
-        opts: object_store::PutOptions,
-    ) -> object_store::Result<object_store::PutResult> {
-        let is_snapshot = location.as_ref().contains("/snapshot/snapshot-");
-        if is_snapshot && matches!(opts.mode, object_store::PutMode::Create) {
-            let mode = self.mode.swap(0, std::sync::atomic::Ordering::SeqCst);
-            let injected = || object_store::Error::Generic {
-                store: "flaky",
-                source: "connection reset".into(),
-            };
-            match mode {
-                1 => return Err(injected()),
-                2 => {
-                    self.inner.put_opts(location, payload, opts).await?;
-                    return Err(injected());
-                }
-                _ => {}
-            }
-        }
-        self.inner.put_opts(location, payload, opts).await
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &object_store::path::Path,
-        opts: object_store::PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &object_store::path::Path,
-        options: object_store::GetOptions,
-    ) -> object_store::Result<object_store::GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: futures::stream::BoxStream<
-            'static,
-            object_store::Result<object_store::path::Path>,
-        >,
-    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(
-        &self,
-        prefix: Option<&object_store::path::Path>,
-    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(
-        &self,
-        prefix: Option<&object_store::path::Path>,
-    ) -> object_store::Result<object_store::ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &object_store::path::Path,
-        to: &object_store::path::Path,
-        options: object_store::CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
-
 #[tokio::test]
 async fn ambiguous_snapshot_puts_are_resolved_by_reading_back() {
-    let store = std::sync::Arc::new(FlakyStore {
-        inner: object_store::memory::InMemory::new(),
-        mode: std::sync::atomic::AtomicU8::new(0),
-    });
+    let store =
+        crate::faults::FaultyStore::new(std::sync::Arc::new(object_store::memory::InMemory::new()));
     let io = tidelake::io::FileIo::from_store(std::sync::Arc::clone(&store) as _, "flaky://");
     let catalog = tidelake::Catalog::new(io);
     let def = tidelake::TableDefinition {
@@ -264,11 +176,15 @@ async fn ambiguous_snapshot_puts_are_resolved_by_reading_back() {
         }
     };
     // The put fails before storing: the committer retries and lands snapshot 1.
-    store.mode.store(1, std::sync::atomic::Ordering::SeqCst);
+    store
+        .snapshot_fault
+        .store(1, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(write(1).await, CommitOutcome::Committed(1));
     // The put stores the snapshot but the acknowledgement is lost: reading it back shows the
     // commit landed, so it is not committed a second time as snapshot 3.
-    store.mode.store(2, std::sync::atomic::Ordering::SeqCst);
+    store
+        .snapshot_fault
+        .store(2, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(write(2).await, CommitOutcome::Committed(2));
     assert_eq!(
         table.snapshot_manager().list_ids().await.unwrap(),

@@ -5,109 +5,15 @@
 //! The "death" is injected: after N successful puts every storage call of the dying writer fails,
 //! then the table is reopened on the surviving storage.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use futures::stream::BoxStream;
-use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
 use serde_json::json;
 use tidelake::io::FileIo;
 use tidelake::table::WriteOptions;
 use tidelake::{Catalog, Identifier, TableDefinition};
 
 use crate::common::{batch, read_rows};
-
-#[derive(Debug)]
-struct DyingStore {
-    inner: Arc<object_store::memory::InMemory>,
-    /// Puts left before the process "dies"; negative = immortal.
-    puts_left: AtomicI64,
-}
-
-impl std::fmt::Display for DyingStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DyingStore")
-    }
-}
-
-impl DyingStore {
-    fn dead(&self) -> bool {
-        self.puts_left.load(Ordering::SeqCst) == 0
-    }
-    fn died<T>(&self) -> object_store::Result<T> {
-        Err(object_store::Error::Generic {
-            store: "dying",
-            source: "the writer process died".into(),
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for DyingStore {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        if self.dead() {
-            return self.died();
-        }
-        let r = self.inner.put_opts(location, payload, opts).await;
-        if self.puts_left.load(Ordering::SeqCst) > 0 {
-            self.puts_left.fetch_sub(1, Ordering::SeqCst);
-        }
-        // (A negative count never reaches zero: the store is immortal.)
-        r
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        if self.dead() {
-            return self.died();
-        }
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        if self.dead() {
-            return self.died();
-        }
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        if self.dead() {
-            return self.died();
-        }
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
 
 #[tokio::test]
 async fn a_writer_killed_between_commit_steps_never_leaves_a_mix() {
@@ -139,10 +45,7 @@ async fn a_writer_killed_between_commit_steps_never_leaves_a_mix() {
         .unwrap();
         let old = read_rows(&t, None).await;
 
-        let dying = Arc::new(DyingStore {
-            inner: Arc::clone(&inner),
-            puts_left: AtomicI64::new(-1),
-        });
+        let dying = crate::faults::FaultyStore::new(Arc::clone(&inner));
         let doomed = Catalog::new(FileIo::from_store(Arc::clone(&dying) as _, "memory://"))
             .load_table(&id)
             .await

@@ -9,6 +9,7 @@ mod compaction;
 mod concurrency;
 mod crash;
 mod engines;
+mod faults;
 mod fixtures;
 mod interop;
 mod lifecycle;

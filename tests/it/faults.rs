@@ -1,0 +1,122 @@
+//! An in-memory object store with injected faults, for the commit-protocol and crash tests.
+
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+
+#[derive(Debug)]
+pub(crate) struct FaultyStore {
+    pub(crate) inner: Arc<InMemory>,
+    /// The next create-if-absent put of a snapshot file: 1 = fails before storing, 2 = stores and
+    /// then fails (a lost acknowledgement); reset after one use.
+    pub(crate) snapshot_fault: AtomicU8,
+    /// Puts left before every call fails, as if the writer process died; negative = never.
+    pub(crate) puts_left: AtomicI64,
+}
+
+impl FaultyStore {
+    pub(crate) fn new(inner: Arc<InMemory>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            snapshot_fault: AtomicU8::new(0),
+            puts_left: AtomicI64::new(-1),
+        })
+    }
+
+    fn dead(&self) -> bool {
+        self.puts_left.load(Ordering::SeqCst) == 0
+    }
+
+    fn fail<T>(why: &'static str) -> object_store::Result<T> {
+        Err(object_store::Error::Generic {
+            store: "faulty",
+            source: why.into(),
+        })
+    }
+}
+
+impl std::fmt::Display for FaultyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FaultyStore")
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for FaultyStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        if self.dead() {
+            return Self::fail("the writer process died");
+        }
+        if location.as_ref().contains("/snapshot/snapshot-") && matches!(opts.mode, PutMode::Create)
+        {
+            match self.snapshot_fault.swap(0, Ordering::SeqCst) {
+                1 => return Self::fail("connection reset"),
+                2 => {
+                    self.inner.put_opts(location, payload, opts).await?;
+                    return Self::fail("connection reset");
+                }
+                _ => {}
+            }
+        }
+        let r = self.inner.put_opts(location, payload, opts).await;
+        if self.puts_left.load(Ordering::SeqCst) > 0 {
+            self.puts_left.fetch_sub(1, Ordering::SeqCst);
+        }
+        r
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        if self.dead() {
+            return Self::fail("the writer process died");
+        }
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        if self.dead() {
+            return Self::fail("the writer process died");
+        }
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        if self.dead() {
+            return Self::fail("the writer process died");
+        }
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
