@@ -43,16 +43,11 @@ async fn table_with_data(s: &Scratch) -> tidelake::Table {
             &[("bucket", "2")],
         )
         .await;
-    t.write_batches(
-        &[batch(
-            &t,
-            &[json!({"id": 1, "name": "a"}), json!({"id": 2, "name": "b"})],
-        )],
-        WriteOptions::default(),
-        None,
+    crate::common::write_rows(
+        &t,
+        &[json!({"id": 1, "name": "a"}), json!({"id": 2, "name": "b"})],
     )
-    .await
-    .unwrap();
+    .await;
     crate::common::write_rows(&t, &[json!({"id": 3, "name": "c"})]).await;
     t
 }

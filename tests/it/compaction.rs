@@ -169,32 +169,22 @@ async fn first_row_rows_appear_after_compaction() {
             ],
         )
         .await;
-    t.write_batches(
-        &[batch(
-            &t,
-            &[
-                json!({"id": 1, "v": "first1"}),
-                json!({"id": 2, "v": "first2"}),
-            ],
-        )],
-        WriteOptions::default(),
-        None,
+    crate::common::write_rows(
+        &t,
+        &[
+            json!({"id": 1, "v": "first1"}),
+            json!({"id": 2, "v": "first2"}),
+        ],
     )
-    .await
-    .unwrap();
-    t.write_batches(
-        &[batch(
-            &t,
-            &[
-                json!({"id": 1, "v": "late"}),
-                json!({"id": 3, "v": "first3"}),
-            ],
-        )],
-        WriteOptions::default(),
-        None,
+    .await;
+    crate::common::write_rows(
+        &t,
+        &[
+            json!({"id": 1, "v": "late"}),
+            json!({"id": 3, "v": "first3"}),
+        ],
     )
-    .await
-    .unwrap();
+    .await;
     // As in Paimon, level-0 files are invisible to batch reads of first-row tables.
     assert_eq!(read_rows(&t, None).await, Vec::<Vec<Value>>::new());
     t.compact(true, vec![]).await.unwrap();

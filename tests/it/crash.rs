@@ -33,16 +33,11 @@ async fn a_writer_killed_between_commit_steps_never_leaves_a_mix() {
         };
         let id = Identifier::new("db", "t");
         let t = catalog.create_table(&id, &def, false).await.unwrap();
-        t.write_batches(
-            &[batch(
-                &t,
-                &[json!({"id": 1, "v": "old"}), json!({"id": 2, "v": "old"})],
-            )],
-            WriteOptions::default(),
-            None,
+        crate::common::write_rows(
+            &t,
+            &[json!({"id": 1, "v": "old"}), json!({"id": 2, "v": "old"})],
         )
-        .await
-        .unwrap();
+        .await;
         let old = read_rows(&t, None).await;
 
         let dying = crate::faults::FaultyStore::new(Arc::clone(&inner));

@@ -203,16 +203,11 @@ async fn each_appends_to_the_others_tables() {
             &[("bucket", "2")],
         )
         .await;
-    t.write_batches(
-        &[batch(
-            &t,
-            &[json!({"id": 1, "v": "a"}), json!({"id": 2, "v": "b"})],
-        )],
-        WriteOptions::default(),
-        None,
+    crate::common::write_rows(
+        &t,
+        &[json!({"id": 1, "v": "a"}), json!({"id": 2, "v": "b"})],
     )
-    .await
-    .unwrap();
+    .await;
     paimon(&[
         "write",
         s.path(),
@@ -262,19 +257,14 @@ async fn each_appends_to_the_others_tables() {
         .load_table(&Identifier::new("db", "theirs_pk"))
         .await
         .unwrap();
-    t.write_batches(
-        &[batch(
-            &t,
-            &[
-                json!({"id": 2, "v": "ours", "dt": "d1"}),
-                json!({"id": 9, "v": "ours", "dt": "d2"}),
-            ],
-        )],
-        WriteOptions::default(),
-        None,
+    crate::common::write_rows(
+        &t,
+        &[
+            json!({"id": 2, "v": "ours", "dt": "d1"}),
+            json!({"id": 9, "v": "ours", "dt": "d2"}),
+        ],
     )
-    .await
-    .unwrap();
+    .await;
     paimon(&[
         "write",
         s.path(),
