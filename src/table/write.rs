@@ -119,6 +119,8 @@ pub struct TableWrite {
     /// Live files per bucket (restored ones, then this writer's spills and compactions), the
     /// input of compaction picking.
     live: HashMap<BucketId, Vec<DataFileMeta>>,
+    /// The snapshot the `live` view was last read from.
+    live_as_of: Option<i64>,
     /// `write-only`: never compact (a separate job does).
     write_only: bool,
     /// Compactions done since the last commit, per bucket: inputs and outputs.
@@ -157,6 +159,7 @@ impl TableWrite {
             writers: HashMap::new(),
             restored: None,
             live: HashMap::new(),
+            live_as_of: None,
             write_only,
             compacted: HashMap::new(),
             running: HashMap::new(),
@@ -397,13 +400,14 @@ impl TableWrite {
 
     /// Highest sequence number and live files per bucket in the latest snapshot.
     async fn restore(
-        &self,
+        &mut self,
     ) -> Result<(HashMap<BucketId, i64>, HashMap<BucketId, Vec<DataFileMeta>>)> {
         let mut max: HashMap<BucketId, i64> = HashMap::new();
         let mut live: HashMap<BucketId, Vec<DataFileMeta>> = HashMap::new();
         let Some(snapshot) = self.table.snapshot_manager().latest().await? else {
             return Ok((max, live));
         };
+        self.live_as_of = Some(snapshot.id);
         let total = self.layout.total_buckets();
         for e in self
             .table
@@ -459,9 +463,16 @@ impl TableWrite {
     /// picking: live = committed files, minus inputs of this window's compactions, plus this
     /// window's new files and compaction outputs.
     async fn refresh_live(&mut self, messages: &[CommitMessage]) -> Result<()> {
-        let Some(snapshot) = self.table.snapshot_manager().latest().await? else {
+        let sm = self.table.snapshot_manager();
+        let Some(latest) = sm.latest_id().await? else {
             return Ok(());
         };
+        if self.live_as_of == Some(latest) {
+            // Nothing was committed since the view was built: it is accurate.
+            return Ok(());
+        }
+        let snapshot = sm.snapshot(latest).await?;
+        self.live_as_of = Some(latest);
         let mut committed: HashMap<BucketId, Vec<DataFileMeta>> = HashMap::new();
         for e in self
             .table
