@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${TIDELAKE_VENV:-.venv}
-STAMP="$VENV/.tidelake-deps-v2"
+STAMP="$VENV/.tidelake-deps-v3"
 if [ ! -f "$STAMP" ]; then
   python3 -m venv "$VENV" >&2
   "$VENV/bin/pip" install --quiet --upgrade pip >&2
@@ -14,8 +14,10 @@ if [ ! -f "$STAMP" ]; then
     cachetools isal polars pyroaring readerwriterlock requests urllib3 'backports.zstd<1.4' cramjam pyyaml >&2
   # The peers `tidelake bench` measures against besides pypaimon (../shared/bench/peers_w.py).
   "$VENV/bin/pip" install --quiet deltalake >&2
+  # The Flight SQL end-to-end tests (tests/python) drive the server with real clients.
+  "$VENV/bin/pip" install --quiet adbc-driver-flightsql adbc-driver-manager pytest >&2
   "$VENV/bin/pip" install --quiet --no-deps pypaimon==2.1.0 >&2
-  "$VENV/bin/python" -c "import pypaimon, pyarrow" >&2
+  "$VENV/bin/python" -c "import pypaimon, pyarrow, adbc_driver_flightsql.dbapi, pytest" >&2
   touch "$STAMP"
 fi
 echo "$VENV/bin/python"

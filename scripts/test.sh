@@ -9,3 +9,6 @@ export TIDELAKE_FIXTURES="${TIDELAKE_FIXTURES:-$PWD/../shared/fixtures/paimon-2.
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
 cargo test --all-targets
+# End-to-end: the real ADBC Flight SQL driver and pyarrow.flight against `tidelake serve`
+# (the debug binary `cargo test` built above).
+TIDELAKE_BIN="$PWD/target/debug/tidelake" "$PY" -m pytest -q tests/python

@@ -99,6 +99,14 @@ pub enum Error {
         #[snafu(implicit)]
         location: Location,
     },
+    /// A failure reported by the SQL engine, already classified.
+    #[snafu(display("{message}"))]
+    Sql {
+        message: String,
+        kind: ErrorKind,
+        #[snafu(implicit)]
+        location: Location,
+    },
     /// A broken invariant inside tidelake: a bug, not a user mistake.
     #[snafu(display("internal error: {message}"))]
     Internal {
@@ -134,6 +142,7 @@ impl Error {
             Error::Unsupported { .. } => ErrorKind::Unsupported,
             Error::Conflict { .. } => ErrorKind::Conflict,
             Error::Internal { .. } => ErrorKind::Internal,
+            Error::Sql { kind, .. } => *kind,
         }
     }
 

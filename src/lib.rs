@@ -18,8 +18,10 @@ pub mod io;
 pub mod lsm;
 pub mod manifest;
 pub mod schema;
+pub mod server;
 pub mod snapshot;
 pub mod spec;
+pub mod sql;
 pub mod table;
 
 pub use catalog::{Catalog, Identifier, TableDefinition};

@@ -24,14 +24,9 @@ use tidelake::{Catalog, Identifier, TableDefinition};
     about = "Apache Paimon tables on a local warehouse"
 )]
 struct Args {
-    /// Warehouse root: a directory (default ./warehouse) or memory://.
-    #[arg(
-        long,
-        global = true,
-        env = "TIDELAKE_WAREHOUSE",
-        default_value = "./warehouse"
-    )]
-    warehouse: String,
+    /// Warehouse root: a directory (default ./warehouse, or the config's for `serve`) or memory://.
+    #[arg(long, global = true, env = "TIDELAKE_WAREHOUSE")]
+    warehouse: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -63,6 +58,25 @@ enum TagAction {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the warehouse over Arrow Flight SQL (prints `tidelake listening on ADDR` when ready).
+    Serve {
+        /// Address to listen on (default 127.0.0.1:50051; port 0 picks a free port).
+        #[arg(long)]
+        listen: Option<String>,
+        /// TOML config: warehouse, listen, [[users]] name/password, [query] memory_limit_mb and
+        /// timeout_seconds.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Run one SQL statement on the warehouse, without a server.
+    Sql {
+        sql: String,
+        /// The current database.
+        #[arg(long, default_value = "default")]
+        database: String,
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
     /// Create a table: `create-table db.t --schema 'id BIGINT NOT NULL, v STRING' --primary-key id --option bucket=2`.
     CreateTable {
         table: String,
@@ -221,9 +235,39 @@ mod anyhow_like {
 }
 
 async fn run(args: Args) -> anyhow_like::Result<()> {
-    let warehouse = args.warehouse.clone();
+    let given_warehouse = args.warehouse.clone();
+    let warehouse = args
+        .warehouse
+        .clone()
+        .unwrap_or_else(|| "./warehouse".to_string());
     let open = move || Catalog::open(&warehouse);
     match args.command {
+        Command::Serve { listen, config } => {
+            let config = match &config {
+                Some(path) => {
+                    #[allow(clippy::disallowed_methods)] // One small file read at start-up.
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| format!("config {}: {e}", path.display()))?;
+                    tidelake::server::ServerConfig::parse(&text, &path.display().to_string())?
+                }
+                None => tidelake::server::ServerConfig::default(),
+            };
+            let options =
+                tidelake::server::ServeOptions::resolve(config, given_warehouse, listen)?;
+            tidelake::server::serve(options).await?;
+        }
+        Command::Sql {
+            sql,
+            database,
+            format,
+        } => {
+            let engine = tidelake::sql::SqlEngine::new(open()?, Default::default())?;
+            let session = tidelake::sql::SqlSession { database };
+            let out = engine.execute(&session, &sql, &[]).await?;
+            let schema = out.schema.clone();
+            let batches = out.collect().await?;
+            cli::output::print(&schema, &batches, format)?;
+        }
         Command::Bench(b) => return cli::bench::run(&b).await,
         Command::CreateTable {
             table,

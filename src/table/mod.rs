@@ -186,6 +186,52 @@ impl Table {
             .await
     }
 
+    /// Writes every batch of `batches` and commits them as one snapshot (a batch job: nothing is
+    /// committed unless every batch is valid, and the files of a failed job are removed).
+    /// Returns the number of rows written.
+    pub async fn write_stream(
+        &self,
+        mut batches: futures::stream::BoxStream<'_, Result<RecordBatch>>,
+        options: WriteOptions,
+        overwrite: Option<Overwrite>,
+    ) -> Result<i64> {
+        use futures::StreamExt;
+        if let Some(ow) = &overwrite {
+            commit::validate_overwrite(
+                ow,
+                &self.schema().partition_keys,
+                &self.identifier().to_string(),
+            )?;
+        }
+        let mut w = self.new_write(options)?;
+        w.set_wait_compaction(true);
+        let mut count = 0i64;
+        let written: Result<()> = async {
+            while let Some(b) = batches.next().await {
+                let b = b?;
+                count += b.num_rows() as i64;
+                w.write(&b).await?;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = written {
+            let _ = w.close().await;
+            return Err(e);
+        }
+        let committed = async {
+            let messages = w.prepare_commit().await?;
+            self.new_commit(uuid::Uuid::new_v4().to_string())
+                .commit(messages, BATCH_COMMIT_IDENTIFIER, overwrite)
+                .await
+        }
+        .await;
+        let closed = w.close().await;
+        committed?;
+        closed?;
+        Ok(count)
+    }
+
     /// Reads the whole table at `selector` with an optional projection.
     pub async fn read_all(
         &self,

@@ -22,7 +22,48 @@ pub struct TableRead {
     layout: Arc<TableLayout>,
     /// Projected column positions in the table schema.
     projection: Vec<usize>,
+    /// The projected table columns (what data files are read into).
     output_schema: SchemaRef,
+    /// Whether a leading `rowkind` column (`+I`, `+U`, ...) is added (the audit log).
+    row_kind: bool,
+}
+
+/// `schema` with a leading non-null `rowkind` string column.
+pub fn with_row_kind_column(schema: &SchemaRef) -> SchemaRef {
+    let mut fields = vec![Arc::new(arrow::datatypes::Field::new(
+        ROW_KIND_COLUMN,
+        arrow::datatypes::DataType::Utf8,
+        false,
+    ))];
+    fields.extend(schema.fields().iter().cloned());
+    Arc::new(arrow::datatypes::Schema::new(fields))
+}
+
+/// Name of the row-kind column of audit-log reads.
+pub const ROW_KIND_COLUMN: &str = "rowkind";
+
+/// Prepends the row kinds (as `+I`/`-U`/`+U`/`-D` strings) to `batch`.
+fn prepend_kinds(
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+    kinds: Option<&arrow::array::Int8Array>,
+) -> Result<RecordBatch> {
+    let n = batch.num_rows();
+    let strings: arrow::array::StringArray = (0..n)
+        .map(|i| {
+            let k = kinds.map(|k| k.value(i)).unwrap_or(0);
+            Some(
+                crate::spec::RowKind::from_byte(k)
+                    .unwrap_or(crate::spec::RowKind::Insert)
+                    .short_string(),
+            )
+        })
+        .collect();
+    let mut cols: Vec<arrow::array::ArrayRef> = vec![Arc::new(strings)];
+    cols.extend(batch.columns().iter().cloned());
+    RecordBatch::try_new(Arc::clone(schema), cols).context(ArrowSnafu {
+        context: "adding row kinds",
+    })
 }
 
 impl TableRead {
@@ -49,11 +90,22 @@ impl TableRead {
             layout,
             projection,
             output_schema,
+            row_kind: false,
         })
     }
 
+    /// Adds a leading `rowkind` column with each row's kind (Paimon's `$audit_log`).
+    pub fn with_row_kind(mut self) -> Self {
+        self.row_kind = true;
+        self
+    }
+
     pub fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.output_schema)
+        if self.row_kind {
+            with_row_kind_column(&self.output_schema)
+        } else {
+            Arc::clone(&self.output_schema)
+        }
     }
 
     /// Streams the rows of `plan`: two splits are read at a time, each file by file and merged
@@ -113,7 +165,8 @@ impl TableRead {
         let raw = split
             .files
             .iter()
-            .all(|f| f.level > 0 && f.level == first_level && f.delete_row_count == Some(0));
+            .all(|f| f.level > 0 && f.level == first_level && f.delete_row_count == Some(0))
+            && !self.row_kind;
         let pk = layout.is_primary_key_table() && !raw;
         // PK tables read the system columns plus projected and sequence-field columns.
         let (file_target, value_cols): (SchemaRef, Vec<usize>) = if pk {
@@ -153,6 +206,7 @@ impl TableRead {
         let k = layout.key_indices.len();
         let spec = pk.then(|| layout.merge_spec(&value_cols, false));
         let output_schema = Arc::clone(&self.output_schema);
+        let kind_schema = self.row_kind.then(|| self.schema());
         // Where each projected column sits among the merged columns.
         let out_cols: Vec<usize> = self
             .projection
@@ -173,6 +227,10 @@ impl TableRead {
             });
             let Some(spec) = spec else {
                 for batch in streams.flatten() {
+                    let batch = match (&kind_schema, batch) {
+                        (Some(ks), Ok(b)) => prepend_kinds(ks, &b, None),
+                        (_, b) => b,
+                    };
                     tx.blocking_send(batch).map_err(|_| cancelled())?;
                 }
                 return Ok(());
@@ -190,6 +248,17 @@ impl TableRead {
                         context: "merged rows",
                     },
                 )?;
+                let batch = match &kind_schema {
+                    Some(ks) => {
+                        let kinds = merged
+                            .column(k + 1)
+                            .as_any()
+                            .downcast_ref::<arrow::array::Int8Array>()
+                            .cloned();
+                        prepend_kinds(ks, &batch, kinds.as_ref())?
+                    }
+                    None => batch,
+                };
                 tx.blocking_send(Ok(batch)).map_err(|_| cancelled())
             })
         })

@@ -48,6 +48,43 @@ pub struct ScanBuilder {
     selector: SnapshotSelector,
     partition_filter: Vec<(String, Datum)>,
     all_levels: bool,
+    /// Bounds on the first primary-key column (value, inclusive): files whose key range lies
+    /// outside are skipped.
+    key_range: Option<KeyRange>,
+}
+
+type Bound = Option<(Datum, bool)>;
+
+#[derive(Debug, Clone)]
+struct KeyRange {
+    lower: Bound,
+    upper: Bound,
+}
+
+impl KeyRange {
+    /// Whether a file whose first key column spans `[min, max]` may hold a key in range.
+    fn overlaps(&self, min: &Datum, max: &Datum) -> bool {
+        use std::cmp::Ordering::*;
+        let above_lower = match &self.lower {
+            None => true,
+            Some((v, incl)) => match max.compare(v) {
+                Some(Greater) => true,
+                Some(Equal) => *incl,
+                Some(Less) => false,
+                None => true,
+            },
+        };
+        let below_upper = match &self.upper {
+            None => true,
+            Some((v, incl)) => match min.compare(v) {
+                Some(Less) => true,
+                Some(Equal) => *incl,
+                Some(Greater) => false,
+                None => true,
+            },
+        };
+        above_lower && below_upper
+    }
 }
 
 impl ScanBuilder {
@@ -57,6 +94,7 @@ impl ScanBuilder {
             selector: SnapshotSelector::Latest,
             partition_filter: vec![],
             all_levels: false,
+            key_range: None,
         }
     }
 
@@ -74,6 +112,14 @@ impl ScanBuilder {
     /// Keeps only partitions whose `key` equals `value` (one entry per key; ANDed).
     pub fn partition_filter(mut self, filter: Vec<(String, Datum)>) -> Self {
         self.partition_filter = filter;
+        self
+    }
+
+    /// Keeps only files that may hold a row whose first primary-key column lies within the bounds
+    /// (`(value, inclusive)`); primary-key tables only, ignored otherwise. Rows outside the range
+    /// may still be returned (callers filter them).
+    pub fn key_range(mut self, lower: Bound, upper: Bound) -> Self {
+        self.key_range = Some(KeyRange { lower, upper });
         self
     }
 
@@ -127,6 +173,18 @@ impl ScanBuilder {
         for e in table.manifest_manager().live_entries(&snapshot).await? {
             if skip_level0 && e.file.level == 0 {
                 continue;
+            }
+            if let (Some(range), true) = (&self.key_range, layout.is_primary_key_table()) {
+                let first = |row: &[u8]| {
+                    binary_row::deserialize(row, &layout.key_types)
+                        .ok()
+                        .and_then(|mut v| (!v.is_empty()).then(|| v.swap_remove(0)))
+                };
+                if let (Some(min), Some(max)) = (first(&e.file.min_key), first(&e.file.max_key)) {
+                    if !range.overlaps(&min, &max) {
+                        continue;
+                    }
+                }
             }
             if !filter.is_empty() {
                 let values = binary_row::deserialize(&e.partition, &layout.partition_types)

@@ -1,0 +1,230 @@
+//! `tidelake serve`: the Arrow Flight SQL server. Configuration, start-up, and graceful shutdown
+//! (on SIGINT/SIGTERM new calls are refused and in-flight calls, commits included, finish).
+//!
+//! ```text
+//!  tonic ──► TidelakeService (auth, Flight-core calls) ──► TidelakeFlightSql ──► SqlEngine / Catalog
+//! ```
+
+pub mod auth;
+pub mod flight_sql;
+pub mod metadata;
+pub mod service;
+pub mod session;
+pub mod status;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_flight::flight_service_server::FlightServiceServer;
+use serde::Deserialize;
+use snafu::IntoError;
+use tokio::net::TcpListener;
+
+use crate::catalog::Catalog;
+use crate::error::{invalid, Result};
+use crate::sql::{SqlEngine, SqlLimits};
+
+/// Largest gRPC message accepted or sent (DoPut batches arrive whole).
+pub const MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
+
+/// How long shutdown waits for in-flight calls before it stops anyway.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// `--config FILE` (TOML).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub warehouse: Option<String>,
+    pub listen: Option<String>,
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+    #[serde(default)]
+    pub query: QueryConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    pub password: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryConfig {
+    /// Memory a statement may use for sorts, joins and aggregations.
+    pub memory_limit_mb: Option<usize>,
+    /// Wall-clock limit of a statement.
+    pub timeout_seconds: Option<u64>,
+}
+
+impl ServerConfig {
+    pub fn parse(text: &str, path: &str) -> Result<Self> {
+        toml::from_str(text).map_err(|e| {
+            crate::error::InvalidArgumentSnafu {
+                message: format!("config {path}: {e}"),
+            }
+            .build()
+        })
+    }
+}
+
+/// Everything `serve` needs, resolved.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub warehouse: String,
+    pub listen: String,
+    pub users: HashMap<String, String>,
+    pub limits: SqlLimits,
+}
+
+impl ServeOptions {
+    /// Users from the config, else one from `TIDELAKE_USER`/`TIDELAKE_PASSWORD` (a generated
+    /// password, printed once, when the password is unset).
+    pub fn resolve(
+        config: ServerConfig,
+        warehouse: Option<String>,
+        listen: Option<String>,
+    ) -> Result<Self> {
+        let mut users: HashMap<String, String> = HashMap::new();
+        for u in &config.users {
+            if u.name.is_empty() || u.name.contains(':') {
+                return invalid!("config: invalid user name '{}'", u.name);
+            }
+            users.insert(u.name.clone(), u.password.clone());
+        }
+        if users.is_empty() {
+            let user = std::env::var("TIDELAKE_USER")
+                .ok()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "tidelake".to_string());
+            let password = match std::env::var("TIDELAKE_PASSWORD").ok().filter(|s| !s.is_empty()) {
+                Some(p) => p,
+                None => {
+                    let p = uuid::Uuid::new_v4().simple().to_string();
+                    eprintln!("tidelake: generated password for user '{user}': {p}");
+                    p
+                }
+            };
+            users.insert(user, password);
+        }
+        let limits = SqlLimits {
+            memory_limit_bytes: config.query.memory_limit_mb.map(|m| m * 1024 * 1024),
+            query_timeout: config.query.timeout_seconds.map(Duration::from_secs),
+        };
+        Ok(Self {
+            warehouse: warehouse
+                .or(config.warehouse)
+                .unwrap_or_else(|| "./warehouse".to_string()),
+            listen: listen
+                .or(config.listen)
+                .unwrap_or_else(|| "127.0.0.1:50051".to_string()),
+            users,
+            limits,
+        })
+    }
+}
+
+/// Runs the server until SIGINT/SIGTERM; prints `tidelake listening on ADDR` once bound.
+pub async fn serve(options: ServeOptions) -> Result<()> {
+    let addr: SocketAddr = match options.listen.parse() {
+        Ok(a) => a,
+        Err(_) => {
+            return invalid!(
+                "--listen: '{}' is not an address like 127.0.0.1:50051",
+                options.listen
+            )
+        }
+    };
+    let io_err = |e: std::io::Error| {
+        crate::error::LocalIoSnafu {
+            path: format!("listen address {addr}"),
+        }
+        .into_error(e)
+    };
+    let listener = TcpListener::bind(addr).await.map_err(io_err)?;
+    let bound = listener.local_addr().map_err(io_err)?;
+    let server = run(listener, &options, shutdown_signal());
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "tidelake listening on {bound}");
+        let _ = out.flush();
+    }
+    tracing::info!(%bound, warehouse = %options.warehouse, "serving Arrow Flight SQL");
+    server.await
+}
+
+/// Serves on `listener` until `shutdown` completes, then lets in-flight calls finish (at most
+/// [`SHUTDOWN_GRACE`]).
+pub async fn run(
+    listener: TcpListener,
+    options: &ServeOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<()> {
+    let catalog = Catalog::open(&options.warehouse)?;
+    catalog.create_database("default", true).await?;
+    let engine = SqlEngine::new(catalog, options.limits.clone())?;
+    let auth = Arc::new(auth::Authenticator::new(
+        options.users.clone(),
+        "default".into(),
+    ));
+    let flight_sql = flight_sql::TidelakeFlightSql::new(engine, auth);
+    let service = FlightServiceServer::new(service::TidelakeService::new(flight_sql))
+        .max_decoding_message_size(MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(MAX_MESSAGE_SIZE);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut wait_stop = stop_rx.clone();
+    let server = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            async move {
+                let _ = wait_stop.wait_for(|s| *s).await;
+            },
+        );
+    let server_err = |e: tonic::transport::Error| {
+        crate::error::InternalSnafu {
+            message: format!("server: {e}"),
+        }
+        .build()
+    };
+    tokio::pin!(server);
+    tokio::select! {
+        r = &mut server => return r.map_err(server_err),
+        _ = shutdown => {}
+    }
+    tracing::info!("shutting down: finishing in-flight calls");
+    let _ = stop_tx.send(true);
+    match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+        Ok(r) => r.map_err(server_err)?,
+        Err(_) => tracing::warn!("calls still running after {SHUTDOWN_GRACE:?}; stopping"),
+    }
+    drop(stop_rx);
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

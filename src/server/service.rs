@@ -1,0 +1,313 @@
+//! The Flight service tonic serves: authenticates every call, then hands Flight SQL commands to
+//! [`TidelakeFlightSql`] and answers itself what arrow-flight's Flight SQL layer leaves
+//! unimplemented (Handshake, GetSchema, PollFlightInfo, session options, CancelFlightInfo, and
+//! the `is_update` field of prepared statements that JDBC reads).
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use arrow_flight::flight_service_server::FlightService;
+use arrow_flight::sql::{ActionCreatePreparedStatementRequest, Any, Command, ProstMessageExt};
+use arrow_flight::{
+    Action, BasicAuth, CancelFlightInfoResult, CancelStatus, Criteria, Empty,
+    FlightData, FlightDescriptor, FlightInfo, HandshakeRequest, HandshakeResponse, PollInfo,
+    SchemaAsIpc, SchemaResult, Ticket,
+};
+use futures::stream::{self, Stream, StreamExt};
+use prost::Message;
+use tonic::metadata::MetadataValue;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::auth::{Authenticator, Principal};
+use super::flight_sql::TidelakeFlightSql;
+use super::session::{
+    self, CloseSessionResult, GetSessionOptionsResult, OptionValue, SetSessionOptionError,
+    SetSessionOptionsRequest, SetSessionOptionsResult,
+};
+use super::status::to_status;
+use crate::sql::CATALOG_NAME;
+
+/// Flight-core session actions answered here (name, description).
+pub const SESSION_ACTIONS: &[(&str, &str)] = &[
+    (
+        "SetSessionOptions",
+        "Sets session options: 'schema' (current database) and 'catalog' (must be 'tidelake')",
+    ),
+    ("GetSessionOptions", "Returns the session's catalog and schema"),
+    ("CloseSession", "Ends the session; its token stops working"),
+    (
+        "CancelFlightInfo",
+        "Cancels a FlightInfo (tickets hold no server state; streams stop when the client stops reading)",
+    ),
+];
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// The authenticated Flight service.
+#[derive(Debug, Clone)]
+pub struct TidelakeService {
+    sql: Arc<TidelakeFlightSql>,
+    auth: Arc<Authenticator>,
+}
+
+impl TidelakeService {
+    pub fn new(sql: TidelakeFlightSql) -> Self {
+        let auth = Arc::clone(&sql.auth);
+        Self {
+            sql: Arc::new(sql),
+            auth,
+        }
+    }
+
+    /// Authenticates `req` and records the principal in it; returns a token to send back when
+    /// the call came with Basic credentials.
+    fn authorize<T>(&self, req: &mut Request<T>) -> Result<Option<String>, Status> {
+        let (principal, fresh) = self.auth.authenticate(req.metadata())?;
+        let token = fresh.then(|| principal.token.clone());
+        req.extensions_mut().insert(principal);
+        Ok(token)
+    }
+
+    fn principal<T>(req: &Request<T>) -> Result<Principal, Status> {
+        super::flight_sql::principal(req)
+    }
+}
+
+/// Adds `authorization: Bearer <token>` to a response.
+fn with_token<T>(mut resp: Response<T>, token: Option<String>) -> Response<T> {
+    if let Some(t) = token {
+        if let Ok(v) = MetadataValue::try_from(format!("Bearer {t}")) {
+            resp.metadata_mut().insert("authorization", v);
+        }
+    }
+    resp
+}
+
+fn one_result<M: Message>(m: &M) -> Response<BoxStream<arrow_flight::Result>> {
+    let r = arrow_flight::Result {
+        body: m.encode_to_vec().into(),
+    };
+    Response::new(Box::pin(stream::iter([Ok(r)])))
+}
+
+#[tonic::async_trait]
+impl FlightService for TidelakeService {
+    type HandshakeStream = BoxStream<HandshakeResponse>;
+    type ListFlightsStream = BoxStream<FlightInfo>;
+    type DoGetStream = <TidelakeFlightSql as FlightService>::DoGetStream;
+    type DoPutStream = <TidelakeFlightSql as FlightService>::DoPutStream;
+    type DoActionStream = BoxStream<arrow_flight::Result>;
+    type ListActionsStream = <TidelakeFlightSql as FlightService>::ListActionsStream;
+    type DoExchangeStream = <TidelakeFlightSql as FlightService>::DoExchangeStream;
+
+    async fn handshake(
+        &self,
+        request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        let principal = match request.metadata().get("authorization") {
+            Some(v) => {
+                let v = v
+                    .to_str()
+                    .map_err(|_| Status::unauthenticated("malformed authorization header"))?;
+                self.auth.login_basic(v)?
+            }
+            None => {
+                // Credentials in the handshake payload (Flight's BasicAuth message).
+                let mut s = request.into_inner();
+                let first = s
+                    .next()
+                    .await
+                    .ok_or_else(|| Status::unauthenticated("no credentials in the handshake"))??;
+                let basic = BasicAuth::decode(first.payload.as_ref())
+                    .map_err(|_| Status::unauthenticated("no credentials in the handshake"))?;
+                self.auth.login(&basic.username, &basic.password)?
+            }
+        };
+        let response = HandshakeResponse {
+            protocol_version: 0,
+            payload: principal.token.clone().into_bytes().into(),
+        };
+        let resp = Response::new(Box::pin(stream::iter([Ok(response)])) as Self::HandshakeStream);
+        Ok(with_token(resp, Some(principal.token)))
+    }
+
+    async fn list_flights(
+        &self,
+        mut request: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        let token = self.authorize(&mut request)?;
+        // Tables are reached through Flight SQL; there are no standing flights to list.
+        Ok(with_token(
+            Response::new(Box::pin(stream::empty()) as Self::ListFlightsStream),
+            token,
+        ))
+    }
+
+    async fn get_flight_info(
+        &self,
+        mut request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let token = self.authorize(&mut request)?;
+        let resp = FlightService::get_flight_info(self.sql.as_ref(), request).await?;
+        Ok(with_token(resp, token))
+    }
+
+    async fn poll_flight_info(
+        &self,
+        mut request: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        let token = self.authorize(&mut request)?;
+        // Queries are planned synchronously: the first poll is already complete.
+        let info = FlightService::get_flight_info(self.sql.as_ref(), request)
+            .await?
+            .into_inner();
+        let poll = PollInfo {
+            info: Some(info),
+            flight_descriptor: None,
+            progress: Some(1.0),
+            expiration_time: None,
+        };
+        Ok(with_token(Response::new(poll), token))
+    }
+
+    async fn get_schema(
+        &self,
+        mut request: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
+        let token = self.authorize(&mut request)?;
+        let principal = Self::principal(&request)?;
+        let any = Any::decode(request.get_ref().cmd.as_ref())
+            .map_err(|_| Status::invalid_argument("descriptor is not a Flight SQL command"))?;
+        let cmd = Command::try_from(any).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let schema = self.sql.command_schema(&principal, cmd).await?;
+        let result: SchemaResult = SchemaAsIpc::new(
+            &schema,
+            &arrow::ipc::writer::IpcWriteOptions::default(),
+        )
+        .try_into()
+        .map_err(|e: arrow::error::ArrowError| Status::internal(e.to_string()))?;
+        Ok(with_token(Response::new(result), token))
+    }
+
+    async fn do_get(
+        &self,
+        mut request: Request<Ticket>,
+    ) -> Result<Response<Self::DoGetStream>, Status> {
+        let token = self.authorize(&mut request)?;
+        let resp = FlightService::do_get(self.sql.as_ref(), request).await?;
+        Ok(with_token(resp, token))
+    }
+
+    async fn do_put(
+        &self,
+        mut request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        let token = self.authorize(&mut request)?;
+        let resp = FlightService::do_put(self.sql.as_ref(), request).await?;
+        Ok(with_token(resp, token))
+    }
+
+    async fn do_action(
+        &self,
+        mut request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
+        let token = self.authorize(&mut request)?;
+        let principal = Self::principal(&request)?;
+        let action = request.get_ref();
+        let resp = match action.r#type.as_str() {
+            "CreatePreparedStatement" => {
+                let any = Any::decode(action.body.as_ref())
+                    .map_err(|_| Status::invalid_argument("malformed CreatePreparedStatement"))?;
+                let cmd: ActionCreatePreparedStatementRequest = any
+                    .unpack()
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?
+                    .ok_or_else(|| Status::invalid_argument("malformed CreatePreparedStatement"))?;
+                if cmd.transaction_id.is_some() {
+                    return Err(Status::unimplemented("transactions are not supported"));
+                }
+                let (result, is_update) = self.sql.prepare(&principal, cmd.query).await?;
+                // arrow-flight 59 does not generate `optional bool is_update = 4`; JDBC reads it.
+                let mut value = result.encode_to_vec();
+                if is_update {
+                    value.extend_from_slice(&[0x20, 0x01]);
+                }
+                let any = Any {
+                    type_url: arrow_flight::sql::ActionCreatePreparedStatementResult::type_url()
+                        .to_string(),
+                    value: value.into(),
+                };
+                one_result(&any)
+            }
+            "SetSessionOptions" => {
+                let req = SetSessionOptionsRequest::decode(action.body.as_ref())
+                    .map_err(|_| Status::invalid_argument("malformed SetSessionOptionsRequest"))?;
+                let mut result = SetSessionOptionsResult::default();
+                for (name, value) in req.session_options {
+                    let text = match value.option_value {
+                        Some(OptionValue::StringValue(s)) => Some(s),
+                        _ => None,
+                    };
+                    let error = match (name.as_str(), text) {
+                        ("catalog", Some(c)) if c == CATALOG_NAME || c.is_empty() => None,
+                        ("schema", Some(db)) => {
+                            match self.sql.engine.catalog().database_exists(&db).await {
+                                Ok(true) => {
+                                    self.auth.set_database(&principal, db);
+                                    None
+                                }
+                                Ok(false) => Some(session::INVALID_VALUE),
+                                Err(e) => return Err(to_status(e)),
+                            }
+                        }
+                        ("catalog" | "schema", _) => Some(session::INVALID_VALUE),
+                        _ => Some(session::INVALID_NAME),
+                    };
+                    if let Some(value) = error {
+                        result
+                            .errors
+                            .insert(name, SetSessionOptionError { value });
+                    }
+                }
+                one_result(&result)
+            }
+            "GetSessionOptions" => {
+                let s = self.auth.session(&principal);
+                let mut result = GetSessionOptionsResult::default();
+                result
+                    .session_options
+                    .insert("catalog".into(), session::string_value(CATALOG_NAME));
+                result
+                    .session_options
+                    .insert("schema".into(), session::string_value(s.database));
+                one_result(&result)
+            }
+            "CloseSession" => {
+                self.auth.close(&principal);
+                one_result(&CloseSessionResult { status: 1 })
+            }
+            "CancelFlightInfo" => {
+                one_result(&CancelFlightInfoResult::new(CancelStatus::Cancelled))
+            }
+            _ => FlightService::do_action(self.sql.as_ref(), request).await?,
+        };
+        Ok(with_token(resp, token))
+    }
+
+    async fn list_actions(
+        &self,
+        mut request: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        let token = self.authorize(&mut request)?;
+        let resp = FlightService::list_actions(self.sql.as_ref(), request).await?;
+        Ok(with_token(resp, token))
+    }
+
+    async fn do_exchange(
+        &self,
+        mut request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        let token = self.authorize(&mut request)?;
+        let resp = FlightService::do_exchange(self.sql.as_ref(), request).await?;
+        Ok(with_token(resp, token))
+    }
+}

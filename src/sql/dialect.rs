@@ -1,0 +1,205 @@
+//! Parsing: DataFusion's generic SQL dialect plus table versions (`FOR SYSTEM_TIME AS OF`,
+//! `VERSION AS OF`, `TIMESTAMP AS OF`), which are rewritten into versioned table names that the
+//! schema provider resolves (`t@snapshot=3`, `t@tag=nightly`, `t@ts=1732881600000`).
+
+use std::any::TypeId;
+use std::ops::ControlFlow;
+
+use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::{
+    Expr, Ident, ObjectNamePart, TableFactor, TableVersion, Value, VisitMut, VisitorMut,
+};
+use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
+
+use crate::error::{invalid, Result};
+
+/// The generic dialect with table versioning switched on.
+#[derive(Debug, Default)]
+pub(crate) struct TidelakeDialect {
+    inner: GenericDialect,
+}
+
+impl Dialect for TidelakeDialect {
+    fn dialect(&self) -> TypeId {
+        TypeId::of::<GenericDialect>()
+    }
+    fn is_identifier_start(&self, ch: char) -> bool {
+        self.inner.is_identifier_start(ch)
+    }
+    fn is_identifier_part(&self, ch: char) -> bool {
+        self.inner.is_identifier_part(ch) || ch == '$'
+    }
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        self.inner.is_delimited_identifier_start(ch)
+    }
+    fn supports_table_versioning(&self) -> bool {
+        true
+    }
+    fn supports_group_by_expr(&self) -> bool {
+        self.inner.supports_group_by_expr()
+    }
+    fn supports_filter_during_aggregation(&self) -> bool {
+        self.inner.supports_filter_during_aggregation()
+    }
+    fn supports_window_function_null_treatment_arg(&self) -> bool {
+        self.inner.supports_window_function_null_treatment_arg()
+    }
+    fn supports_dictionary_syntax(&self) -> bool {
+        self.inner.supports_dictionary_syntax()
+    }
+    fn supports_start_transaction_modifier(&self) -> bool {
+        self.inner.supports_start_transaction_modifier()
+    }
+    fn supports_named_fn_args_with_eq_operator(&self) -> bool {
+        self.inner.supports_named_fn_args_with_eq_operator()
+    }
+    fn supports_named_fn_args_with_colon_operator(&self) -> bool {
+        self.inner.supports_named_fn_args_with_colon_operator()
+    }
+    fn supports_named_fn_args_with_rarrow_operator(&self) -> bool {
+        self.inner.supports_named_fn_args_with_rarrow_operator()
+    }
+    fn supports_numeric_prefix(&self) -> bool {
+        self.inner.supports_numeric_prefix()
+    }
+    fn supports_struct_literal(&self) -> bool {
+        self.inner.supports_struct_literal()
+    }
+}
+
+/// Parses exactly one statement and rewrites table versions into versioned names.
+pub(crate) fn parse_one(sql: &str) -> Result<DFStatement> {
+    let dialect = TidelakeDialect::default();
+    let mut statements = DFParserBuilder::new(sql)
+        .with_dialect(&dialect)
+        .build()
+        .and_then(|mut p| p.parse_statements())
+        .map_err(|e| {
+            crate::error::InvalidArgumentSnafu {
+                message: format!("SQL syntax error: {}", strip_prefix(&e.to_string())),
+            }
+            .build()
+        })?;
+    if statements.len() != 1 {
+        return invalid!(
+            "expected exactly one SQL statement, got {}",
+            statements.len()
+        );
+    }
+    let mut stmt = statements.pop_front().expect("one statement");
+    if let DFStatement::Statement(inner) = &mut stmt {
+        let mut rewriter = VersionRewriter { error: None };
+        let _ = inner.visit(&mut rewriter);
+        if let Some(e) = rewriter.error {
+            return invalid!("{e}");
+        }
+    }
+    Ok(stmt)
+}
+
+fn strip_prefix(s: &str) -> &str {
+    s.trim_start_matches("SQL error: ")
+        .trim_start_matches("ParserError(")
+        .trim_end_matches(')')
+}
+
+struct VersionRewriter {
+    error: Option<String>,
+}
+
+impl VisitorMut for VersionRewriter {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, version, .. } = factor {
+            let Some(v) = version.take() else {
+                return ControlFlow::Continue(());
+            };
+            match version_suffix(&v) {
+                Ok(suffix) => {
+                    if let Some(ObjectNamePart::Identifier(last)) = name.0.last_mut() {
+                        // Unquoted names are case-insensitive (normalised to lower case).
+                        let base = if last.quote_style.is_none() {
+                            last.value.to_lowercase()
+                        } else {
+                            last.value.clone()
+                        };
+                        *last = Ident::with_quote('"', format!("{base}@{suffix}"));
+                    }
+                }
+                Err(e) => {
+                    self.error = Some(e);
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `3` → `snapshot=3`; `'tag'` → `tag=tag`; `TIMESTAMP '...'` → `ts=<epoch millis>`.
+fn version_suffix(v: &TableVersion) -> std::result::Result<String, String> {
+    let (expr, as_timestamp) = match v {
+        TableVersion::ForSystemTimeAsOf(e) | TableVersion::VersionAsOf(e) => (e, false),
+        TableVersion::TimestampAsOf(e) => (e, true),
+        other => return Err(format!("unsupported table version '{other}'")),
+    };
+    let bad = || {
+        format!(
+            "time travel expects a snapshot id, a tag name in quotes or TIMESTAMP '...', got '{expr}'"
+        )
+    };
+    match expr {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) if !as_timestamp => n
+                .parse::<i64>()
+                .map(|id| format!("snapshot={id}"))
+                .map_err(|_| bad()),
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
+                if as_timestamp {
+                    timestamp_millis(s).map(|t| format!("ts={t}"))
+                } else {
+                    Ok(format!("tag={s}"))
+                }
+            }
+            _ => Err(bad()),
+        },
+        Expr::TypedString(ts) => match &ts.value.value {
+            Value::SingleQuotedString(s) => timestamp_millis(s).map(|t| format!("ts={t}")),
+            _ => Err(bad()),
+        },
+        _ => Err(bad()),
+    }
+}
+
+/// Parses a timestamp literal (UTC when it carries no offset) into epoch milliseconds.
+fn timestamp_millis(s: &str) -> std::result::Result<i64, String> {
+    arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(s.trim())
+        .map(|n| n.div_euclid(1_000_000))
+        .map_err(|e| format!("invalid timestamp '{s}': {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_become_names() {
+        for (sql, name) in [
+            ("SELECT * FROM t FOR SYSTEM_TIME AS OF 3", "t@snapshot=3"),
+            ("SELECT * FROM db.t VERSION AS OF 7", "t@snapshot=7"),
+            ("SELECT * FROM t FOR SYSTEM_TIME AS OF 'nightly'", "t@tag=nightly"),
+            (
+                "SELECT * FROM t FOR SYSTEM_TIME AS OF TIMESTAMP '1970-01-01 00:00:01'",
+                "t@ts=1000",
+            ),
+        ] {
+            let stmt = parse_one(sql).unwrap().to_string();
+            assert!(stmt.contains(&format!("\"{name}\"")), "{sql} -> {stmt}");
+        }
+        assert!(parse_one("SELECT * FROM t FOR SYSTEM_TIME AS OF 1 + 2").is_err());
+        assert!(parse_one("SELECT 1; SELECT 2").is_err());
+        let s = parse_one("SELECT * FROM db.t$snapshots").unwrap().to_string();
+        assert!(s.contains("t$snapshots"), "{s}");
+    }
+}

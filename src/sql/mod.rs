@@ -1,0 +1,635 @@
+//! SQL over DataFusion: parsing (with time travel), the warehouse as a DataFusion catalog, and
+//! tidelake's own handling of every statement that changes something (DDL, INSERT, UPDATE,
+//! DELETE). DataFusion plans and runs queries only; its own DDL/DML, `COPY`, external tables and
+//! URL tables are never reachable, so user SQL cannot touch anything outside the warehouse.
+//!
+//! ```text
+//!  sql ──parse_one──► Statement ──classify──► Query  ──DataFusion──► stream of batches
+//!                                        └──► Update ──ddl / dml──► count (one row)
+//! ```
+
+mod dialect;
+mod dml;
+mod provider;
+mod system;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
+use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
+use datafusion::execution::context::SQLOptions;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
+use datafusion::prelude::{DataFrame, SessionConfig};
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{
+    ObjectName, ObjectNamePart, ObjectType, SchemaName, ShowStatementIn, Statement,
+};
+use futures::stream::{self, BoxStream, StreamExt};
+
+use crate::catalog::{Catalog, Identifier};
+use crate::error::{invalid, Error, ErrorKind, Result};
+
+pub use provider::parse_table_name;
+
+/// The catalog name clients see.
+pub const CATALOG_NAME: &str = "tidelake";
+
+/// Resource limits applied to every statement.
+#[derive(Debug, Clone, Default)]
+pub struct SqlLimits {
+    /// Memory DataFusion may use per statement for sorts, joins and aggregations (spilling is
+    /// off: over the limit, the statement fails with ResourceExhausted).
+    pub memory_limit_bytes: Option<usize>,
+    /// Wall-clock limit of a statement, result streaming included.
+    pub query_timeout: Option<Duration>,
+}
+
+/// Per-connection state: the current database (Flight SQL's "schema").
+#[derive(Debug, Clone)]
+pub struct SqlSession {
+    pub database: String,
+}
+
+impl Default for SqlSession {
+    fn default() -> Self {
+        Self {
+            database: "default".to_string(),
+        }
+    }
+}
+
+/// Whether a statement returns rows (a query) or a count of changed rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatementKind {
+    Query,
+    Update,
+}
+
+/// A statement's result: its schema, then its batches as they are produced.
+pub struct SqlOutput {
+    pub kind: StatementKind,
+    pub schema: SchemaRef,
+    pub stream: BoxStream<'static, Result<RecordBatch>>,
+}
+
+impl std::fmt::Debug for SqlOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlOutput")
+            .field("kind", &self.kind)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqlOutput {
+    /// Collects every batch (tests, the CLI and small results).
+    pub async fn collect(self) -> Result<Vec<RecordBatch>> {
+        use futures::TryStreamExt;
+        self.stream.try_collect().await
+    }
+}
+
+/// The schema of an update's result: one row, `count`.
+pub fn count_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new(
+        "count",
+        ArrowType::Int64,
+        false,
+    )]))
+}
+
+fn count_output(n: i64) -> Result<SqlOutput> {
+    let schema = count_schema();
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(Int64Array::from(vec![n]))],
+    )
+    .map_err(|e| internal(format!("count batch: {e}")))?;
+    Ok(rows_output(StatementKind::Update, batch))
+}
+
+fn rows_output(kind: StatementKind, batch: RecordBatch) -> SqlOutput {
+    SqlOutput {
+        kind,
+        schema: batch.schema(),
+        stream: stream::iter([Ok(batch)]).boxed(),
+    }
+}
+
+fn internal(message: String) -> Error {
+    crate::error::InternalSnafu { message }.build()
+}
+
+/// Converts a DataFusion error, unwrapping tidelake errors it carries.
+pub(crate) fn from_df(e: DataFusionError) -> Error {
+    let kind = match &e {
+        DataFusionError::External(_) => None,
+        DataFusionError::Context(_, _) | DataFusionError::Diagnostic(_, _) => None,
+        DataFusionError::ResourcesExhausted(_) => Some(ErrorKind::ResourceExhausted),
+        DataFusionError::NotImplemented(_) => Some(ErrorKind::Unsupported),
+        DataFusionError::Plan(_)
+        | DataFusionError::SQL(_, _)
+        | DataFusionError::SchemaError(_, _)
+        | DataFusionError::ArrowError(_, _)
+        | DataFusionError::Execution(_) => Some(ErrorKind::InvalidArgument),
+        _ => Some(ErrorKind::Internal),
+    };
+    match (e, kind) {
+        (DataFusionError::External(b), _) => match b.downcast::<Error>() {
+            Ok(ours) => *ours,
+            Err(other) => crate::error::SqlSnafu {
+                message: other.to_string(),
+                kind: ErrorKind::Internal,
+            }
+            .build(),
+        },
+        (DataFusionError::Context(_, inner), _) | (DataFusionError::Diagnostic(_, inner), _) => {
+            from_df(*inner)
+        }
+        (e, kind) => {
+            let message = e.strip_backtrace();
+            crate::error::SqlSnafu {
+                message,
+                kind: kind.unwrap_or(ErrorKind::Internal),
+            }
+            .build()
+        }
+    }
+}
+
+/// Runs SQL against one warehouse; shared by every connection.
+#[derive(Clone)]
+pub struct SqlEngine {
+    catalog: Catalog,
+    state: SessionState,
+    limits: SqlLimits,
+}
+
+impl std::fmt::Debug for SqlEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlEngine")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqlEngine {
+    pub fn new(catalog: Catalog, limits: SqlLimits) -> Result<Self> {
+        let mut config = SessionConfig::new()
+            .with_information_schema(false)
+            .with_create_default_catalog_and_schema(false)
+            .with_default_catalog_and_schema(CATALOG_NAME, "default");
+        {
+            let o = config.options_mut();
+            // Plain string types everywhere (JDBC < 19 cannot read view types).
+            o.sql_parser.map_string_types_to_utf8view = false;
+            o.execution.parquet.schema_force_view_types = false;
+        }
+        let mut runtime = RuntimeEnvBuilder::new();
+        if let Some(limit) = limits.memory_limit_bytes {
+            runtime = runtime.with_memory_limit(limit, 1.0);
+        }
+        let runtime = runtime.build_arc().map_err(from_df)?;
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .build();
+        state.catalog_list().register_catalog(
+            CATALOG_NAME.to_string(),
+            Arc::new(provider::WarehouseCatalog {
+                catalog: catalog.clone(),
+            }),
+        );
+        Ok(Self {
+            catalog,
+            state,
+            limits,
+        })
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    fn state_for(&self, session: &SqlSession) -> SessionState {
+        let mut state = self.state.clone();
+        state.config_mut().options_mut().catalog.default_schema = session.database.clone();
+        state
+    }
+
+    /// Classifies `sql` without running it.
+    pub fn kind(&self, sql: &str) -> Result<StatementKind> {
+        classify(&dialect::parse_one(sql)?)
+    }
+
+    /// The result schema of `sql` (queries are planned, not run) and its parameter types.
+    pub async fn describe(
+        &self,
+        session: &SqlSession,
+        sql: &str,
+    ) -> Result<(StatementKind, SchemaRef, SchemaRef)> {
+        let stmt = dialect::parse_one(sql)?;
+        let kind = classify(&stmt)?;
+        if kind == StatementKind::Update {
+            return Ok((kind, count_schema(), Arc::new(Schema::empty())));
+        }
+        if let Some(out) = self.metadata_statement(session, &stmt).await? {
+            return Ok((kind, out.schema, Arc::new(Schema::empty())));
+        }
+        let state = self.state_for(session);
+        let plan = state.statement_to_plan(stmt).await.map_err(from_df)?;
+        verify_query(&plan)?;
+        let mut params: Vec<(String, ArrowType)> = plan
+            .get_parameter_types()
+            .map_err(from_df)?
+            .into_iter()
+            .map(|(k, v)| (k, v.unwrap_or(ArrowType::Null)))
+            .collect();
+        params.sort_by_key(|(k, _)| k.trim_start_matches('$').parse::<u64>().unwrap_or(u64::MAX));
+        let param_schema = Arc::new(Schema::new(
+            params
+                .into_iter()
+                .map(|(k, t)| Field::new(k, t, true))
+                .collect::<Vec<_>>(),
+        ));
+        Ok((kind, Arc::new(plan.schema().as_arrow().clone()), param_schema))
+    }
+
+    /// Runs one statement with positional parameters (`$1`, `$2`, ...).
+    pub async fn execute(
+        &self,
+        session: &SqlSession,
+        sql: &str,
+        params: &[ScalarValue],
+    ) -> Result<SqlOutput> {
+        let stmt = dialect::parse_one(sql)?;
+        let out = match classify(&stmt)? {
+            StatementKind::Query => match self.metadata_statement(session, &stmt).await? {
+                Some(out) => out,
+                None => self.query(session, stmt, params).await?,
+            },
+            StatementKind::Update => {
+                let DFStatement::Statement(s) = stmt else {
+                    return internal_unreachable();
+                };
+                let n = self.update(session, *s, params).await?;
+                count_output(n)?
+            }
+        };
+        Ok(self.with_timeout(out))
+    }
+
+    /// Runs an update and returns its count (a query is refused).
+    pub async fn execute_update(
+        &self,
+        session: &SqlSession,
+        sql: &str,
+        params: &[ScalarValue],
+    ) -> Result<i64> {
+        let stmt = dialect::parse_one(sql)?;
+        match (classify(&stmt)?, stmt) {
+            (StatementKind::Update, DFStatement::Statement(s)) => {
+                self.update(session, *s, params).await
+            }
+            _ => invalid!("'{sql}' is a query, not an update; run it as a query"),
+        }
+    }
+
+    fn with_timeout(&self, out: SqlOutput) -> SqlOutput {
+        let Some(limit) = self.limits.query_timeout else {
+            return out;
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        let stream = out.stream;
+        let timed = stream::unfold(Some(stream), move |state| async move {
+            let mut s = state?;
+            match tokio::time::timeout_at(deadline, s.next()).await {
+                Ok(Some(item)) => Some((item, Some(s))),
+                Ok(None) => None,
+                Err(_) => Some((
+                    crate::error::SqlSnafu {
+                        message: format!("statement exceeded the query timeout of {limit:?}"),
+                        kind: ErrorKind::ResourceExhausted,
+                    }
+                    .fail(),
+                    None,
+                )),
+            }
+        })
+        .boxed();
+        SqlOutput {
+            stream: timed,
+            ..out
+        }
+    }
+
+    /// Plans and starts a query with DataFusion (no DDL, DML or statements allowed).
+    async fn query(
+        &self,
+        session: &SqlSession,
+        stmt: DFStatement,
+        params: &[ScalarValue],
+    ) -> Result<SqlOutput> {
+        let state = self.state_for(session);
+        let mut plan = state.statement_to_plan(stmt).await.map_err(from_df)?;
+        verify_query(&plan)?;
+        if !params.is_empty() {
+            plan = plan
+                .with_param_values(ParamValues::from(params.to_vec()))
+                .map_err(from_df)?;
+        }
+        let schema = Arc::new(plan.schema().as_arrow().clone());
+        let df = DataFrame::new(state, plan);
+        let stream = df.execute_stream().await.map_err(from_df)?;
+        Ok(SqlOutput {
+            kind: StatementKind::Query,
+            schema,
+            stream: stream.map(|r| r.map_err(from_df)).boxed(),
+        })
+    }
+
+    /// SHOW and DESCRIBE, answered from the catalog.
+    async fn metadata_statement(
+        &self,
+        session: &SqlSession,
+        stmt: &DFStatement,
+    ) -> Result<Option<SqlOutput>> {
+        let DFStatement::Statement(s) = stmt else {
+            return Ok(None);
+        };
+        let batch = match s.as_ref() {
+            Statement::ShowTables { show_options, .. } => {
+                let db = match &show_options.show_in {
+                    Some(ShowStatementIn {
+                        parent_name: Some(n),
+                        ..
+                    }) => object_name_parts(n)?.pop().unwrap_or_default(),
+                    _ => session.database.clone(),
+                };
+                let tables = self.catalog.list_tables(&db).await?;
+                RecordBatch::try_new(
+                    Arc::new(Schema::new(vec![
+                        Field::new("database", ArrowType::Utf8, false),
+                        Field::new("table_name", ArrowType::Utf8, false),
+                    ])),
+                    vec![
+                        Arc::new(StringArray::from(vec![db.as_str(); tables.len()])),
+                        Arc::new(StringArray::from(tables)),
+                    ],
+                )
+            }
+            Statement::ShowDatabases { .. } | Statement::ShowSchemas { .. } => {
+                let dbs = self.catalog.list_databases().await?;
+                RecordBatch::try_new(
+                    Arc::new(Schema::new(vec![Field::new(
+                        "database",
+                        ArrowType::Utf8,
+                        false,
+                    )])),
+                    vec![Arc::new(StringArray::from(dbs))],
+                )
+            }
+            Statement::ExplainTable { table_name, .. } => {
+                let id = self.identifier(session, table_name)?;
+                let table = self.catalog.load_table(&id).await?;
+                let schema = table.schema();
+                let f = &schema.fields;
+                RecordBatch::try_new(
+                    Arc::new(Schema::new(vec![
+                        Field::new("column_name", ArrowType::Utf8, false),
+                        Field::new("data_type", ArrowType::Utf8, false),
+                        Field::new("is_nullable", ArrowType::Utf8, false),
+                        Field::new("primary_key", ArrowType::Utf8, false),
+                        Field::new("partition_key", ArrowType::Utf8, false),
+                        Field::new("comment", ArrowType::Utf8, true),
+                    ])),
+                    vec![
+                        Arc::new(StringArray::from_iter_values(f.iter().map(|c| &c.name))),
+                        Arc::new(StringArray::from_iter_values(f.iter().map(|c| {
+                            c.data_type.clone().with_nullable(true).to_string()
+                        }))),
+                        Arc::new(StringArray::from_iter_values(f.iter().map(|c| {
+                            if c.data_type.nullable {
+                                "YES"
+                            } else {
+                                "NO"
+                            }
+                        }))),
+                        Arc::new(StringArray::from_iter_values(f.iter().map(|c| {
+                            yes_no(schema.primary_keys.contains(&c.name))
+                        }))),
+                        Arc::new(StringArray::from_iter_values(f.iter().map(|c| {
+                            yes_no(schema.partition_keys.contains(&c.name))
+                        }))),
+                        Arc::new(StringArray::from(
+                            f.iter().map(|c| c.description.clone()).collect::<Vec<_>>(),
+                        )),
+                    ],
+                )
+            }
+            _ => return Ok(None),
+        }
+        .map_err(|e| internal(format!("metadata result: {e}")))?;
+        Ok(Some(rows_output(StatementKind::Query, batch)))
+    }
+
+    /// `name` resolved against the session's database (`t`, `db.t` or `tidelake.db.t`).
+    fn identifier(&self, session: &SqlSession, name: &ObjectName) -> Result<Identifier> {
+        let parts = object_name_parts(name)?;
+        match parts.as_slice() {
+            [t] => Ok(Identifier::new(session.database.clone(), t.clone())),
+            [d, t] => Ok(Identifier::new(d.clone(), t.clone())),
+            [c, d, t] if c == CATALOG_NAME => Ok(Identifier::new(d.clone(), t.clone())),
+            [c, _, _] => invalid!("unknown catalog '{c}'; the catalog is '{CATALOG_NAME}'"),
+            _ => invalid!("invalid table name '{name}'"),
+        }
+    }
+
+    /// A database name from `db` or `tidelake.db`.
+    fn database_name(&self, name: &ObjectName) -> Result<String> {
+        let parts = object_name_parts(name)?;
+        match parts.as_slice() {
+            [d] => Ok(d.clone()),
+            [c, d] if c == CATALOG_NAME => Ok(d.clone()),
+            _ => invalid!("invalid database name '{name}'"),
+        }
+    }
+
+    /// DDL and DML; returns the number of rows written (0 for DDL).
+    async fn update(
+        &self,
+        session: &SqlSession,
+        stmt: Statement,
+        params: &[ScalarValue],
+    ) -> Result<i64> {
+        match stmt {
+            Statement::CreateTable(ct) => {
+                let id = self.identifier(session, &ct.name)?;
+                let (def, if_not_exists) = dml::table_definition(&ct)?;
+                self.catalog.create_table(&id, &def, if_not_exists).await?;
+                Ok(0)
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                cascade,
+                ..
+            } => {
+                for name in &names {
+                    match object_type {
+                        ObjectType::Table => {
+                            let id = self.identifier(session, name)?;
+                            self.catalog.drop_table(&id, if_exists).await?;
+                        }
+                        ObjectType::Schema | ObjectType::Database => {
+                            let db = self.database_name(name)?;
+                            if !self.catalog.database_exists(&db).await? {
+                                if if_exists {
+                                    continue;
+                                }
+                                return crate::error::NotFoundSnafu {
+                                    message: format!("database '{db}' does not exist"),
+                                }
+                                .fail();
+                            }
+                            self.catalog.drop_database(&db, cascade).await?;
+                        }
+                        other => return invalid!("DROP {other} is not supported"),
+                    }
+                }
+                Ok(0)
+            }
+            Statement::CreateSchema {
+                schema_name,
+                if_not_exists,
+                ..
+            } => {
+                let name = match schema_name {
+                    SchemaName::Simple(n) | SchemaName::NamedAuthorization(n, _) => n,
+                    SchemaName::UnnamedAuthorization(_) => {
+                        return invalid!("CREATE SCHEMA needs a name")
+                    }
+                };
+                let db = self.database_name(&name)?;
+                self.create_database(&db, if_not_exists).await
+            }
+            Statement::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            } => {
+                let db = self.database_name(&db_name)?;
+                self.create_database(&db, if_not_exists).await
+            }
+            Statement::Insert(ins) => dml::insert(self, session, ins, params).await,
+            Statement::Update(u) => dml::update(self, session, u, params).await,
+            Statement::Delete(d) => dml::delete(self, session, d, params).await,
+            other => invalid!("statement not supported: {other}"),
+        }
+    }
+
+    async fn create_database(&self, db: &str, if_not_exists: bool) -> Result<i64> {
+        if !if_not_exists && self.catalog.database_exists(db).await? {
+            return crate::error::AlreadyExistsSnafu {
+                message: format!("database '{db}' already exists"),
+            }
+            .fail();
+        }
+        self.catalog.create_database(db, true).await?;
+        Ok(0)
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "YES"
+    } else {
+        "NO"
+    }
+}
+
+fn internal_unreachable<T>() -> Result<T> {
+    Err(internal("update statement is not a SQL statement".into()))
+}
+
+/// Identifier parts, unquoted ones lower-cased (as DataFusion normalises them).
+pub(crate) fn object_name_parts(name: &ObjectName) -> Result<Vec<String>> {
+    name.0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(i) => Ok(if i.quote_style.is_some() {
+                i.value.clone()
+            } else {
+                i.value.to_lowercase()
+            }),
+            other => invalid!("unsupported name part '{other}' in '{name}'"),
+        })
+        .collect()
+}
+
+fn verify_query(plan: &datafusion::logical_expr::LogicalPlan) -> Result<()> {
+    SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
+        .verify_plan(plan)
+        .map_err(|e| {
+            crate::error::SqlSnafu {
+                message: format!("not allowed: {}", e.strip_backtrace()),
+                kind: ErrorKind::PermissionDenied,
+            }
+            .build()
+        })
+}
+
+fn classify(stmt: &DFStatement) -> Result<StatementKind> {
+    let denied = |what: &str| {
+        crate::error::SqlSnafu {
+            message: format!(
+                "{what} is not allowed: tidelake reads and writes only the tables of its warehouse"
+            ),
+            kind: ErrorKind::PermissionDenied,
+        }
+        .fail()
+    };
+    match stmt {
+        DFStatement::CreateExternalTable(_) => denied("CREATE EXTERNAL TABLE"),
+        DFStatement::CopyTo(_) => denied("COPY"),
+        DFStatement::Reset(_) => denied("RESET"),
+        DFStatement::Explain(_) => Ok(StatementKind::Query),
+        DFStatement::Statement(s) => match s.as_ref() {
+            Statement::Query(_)
+            | Statement::ShowTables { .. }
+            | Statement::ShowDatabases { .. }
+            | Statement::ShowSchemas { .. }
+            | Statement::ExplainTable { .. }
+            | Statement::Explain { .. } => Ok(StatementKind::Query),
+            Statement::CreateTable(ct) => {
+                if ct.external || ct.location.is_some() {
+                    return denied("a table with a LOCATION");
+                }
+                Ok(StatementKind::Update)
+            }
+            Statement::Insert(_)
+            | Statement::Update(_)
+            | Statement::Delete(_)
+            | Statement::Drop { .. }
+            | Statement::CreateSchema { .. }
+            | Statement::CreateDatabase { .. } => Ok(StatementKind::Update),
+            Statement::Copy { .. } => denied("COPY"),
+            other => crate::error::SqlSnafu {
+                message: format!(
+                    "statement not supported: {}",
+                    other.to_string().chars().take(60).collect::<String>()
+                ),
+                kind: ErrorKind::Unsupported,
+            }
+            .fail(),
+        },
+    }
+}

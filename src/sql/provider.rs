@@ -1,0 +1,423 @@
+//! DataFusion's view of the warehouse: one catalog (`tidelake`) whose schemas are Paimon
+//! databases and whose tables are loaded when a statement names them. Table names may carry a
+//! system-table suffix (`orders$snapshots`) and a version (`orders@snapshot=3`, written by the
+//! dialect's rewrite of `FOR SYSTEM_TIME AS OF`).
+//!
+//! Scans push projection, limit, partition equalities and primary-key ranges into the table scan;
+//! every filter is also re-applied by DataFusion (pushdown is `Inexact`).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use arrow::array::{Array, RecordBatch};
+use arrow::datatypes::{Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
+use datafusion::common::{DataFusionError, ScalarValue};
+use datafusion::datasource::TableType;
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
+use futures::StreamExt;
+
+use super::system;
+use crate::catalog::{Catalog, Identifier};
+use crate::error::{Error, Result};
+use crate::spec::binary_row::Datum;
+use crate::spec::datum::datum_at;
+use crate::table::{SnapshotSelector, Table};
+
+/// Wraps a tidelake error so DataFusion carries it through (and the status mapping finds it).
+pub(crate) fn df_err(e: Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+/// The `tidelake` catalog: every Paimon database is a schema.
+#[derive(Debug)]
+pub(crate) struct WarehouseCatalog {
+    pub(crate) catalog: Catalog,
+}
+
+impl CatalogProvider for WarehouseCatalog {
+    fn schema_names(&self) -> Vec<String> {
+        // Listing needs I/O; SHOW and the Flight metadata calls list databases themselves.
+        vec![]
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        Some(Arc::new(DatabaseSchema {
+            catalog: self.catalog.clone(),
+            database: name.to_string(),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct DatabaseSchema {
+    catalog: Catalog,
+    database: String,
+}
+
+#[async_trait]
+impl SchemaProvider for DatabaseSchema {
+    fn table_names(&self) -> Vec<String> {
+        vec![]
+    }
+
+    async fn table(
+        &self,
+        name: &str,
+    ) -> std::result::Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
+        resolve(&self.catalog, &self.database, name)
+            .await
+            .map(Some)
+            .map_err(df_err)
+    }
+
+    fn table_exist(&self, _name: &str) -> bool {
+        false
+    }
+}
+
+/// A table name split into base table, system table and version.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TableName {
+    pub(crate) table: String,
+    pub(crate) system: Option<String>,
+    pub(crate) selector: SnapshotSelector,
+}
+
+pub(crate) fn parse_table_name(name: &str) -> Result<TableName> {
+    let (rest, version) = match name.split_once('@') {
+        Some((r, v)) => (r, Some(v)),
+        None => (name, None),
+    };
+    let selector = match version {
+        None => SnapshotSelector::Latest,
+        Some(v) => {
+            let (k, val) = v.split_once('=').unwrap_or((v, ""));
+            let num = || {
+                val.parse::<i64>().map_err(|_| {
+                    crate::error::InvalidArgumentSnafu {
+                        message: format!("invalid table version '{v}' in '{name}'"),
+                    }
+                    .build()
+                })
+            };
+            match k {
+                "snapshot" => SnapshotSelector::Id(num()?),
+                "ts" => SnapshotSelector::TimestampMillis(num()?),
+                "tag" => SnapshotSelector::Tag(val.to_string()),
+                _ => {
+                    return crate::error::invalid!(
+                        "invalid table version '{v}' in '{name}': use snapshot=, tag= or ts="
+                    )
+                }
+            }
+        }
+    };
+    let (table, system) = match rest.split_once('$') {
+        Some((t, s)) => (t.to_string(), Some(s.to_ascii_lowercase())),
+        None => (rest.to_string(), None),
+    };
+    Ok(TableName {
+        table,
+        system,
+        selector,
+    })
+}
+
+async fn resolve(catalog: &Catalog, database: &str, name: &str) -> Result<Arc<dyn TableProvider>> {
+    let parsed = parse_table_name(name)?;
+    let table = catalog
+        .load_table(&Identifier::new(database, parsed.table.clone()))
+        .await?;
+    match parsed.system.as_deref() {
+        None => Ok(Arc::new(TableScanProvider::new(
+            table,
+            parsed.selector,
+            false,
+        )?)),
+        Some("audit_log") => Ok(Arc::new(TableScanProvider::new(
+            table,
+            parsed.selector,
+            true,
+        )?)),
+        Some(kind) => system::provider(&table, kind, &parsed.selector).await,
+    }
+}
+
+/// A Paimon table (or its audit log) as a DataFusion table.
+#[derive(Debug)]
+pub(crate) struct TableScanProvider {
+    table: Table,
+    selector: SnapshotSelector,
+    audit: bool,
+    schema: SchemaRef,
+}
+
+impl TableScanProvider {
+    pub(crate) fn new(table: Table, selector: SnapshotSelector, audit: bool) -> Result<Self> {
+        let mut schema = table.new_read(None)?.schema();
+        if audit {
+            schema = crate::table::read::with_row_kind_column(&schema);
+        }
+        Ok(Self {
+            table,
+            selector,
+            audit,
+            schema,
+        })
+    }
+
+    /// Partition equalities and primary-key bounds found among `filters`.
+    fn pushdown(&self, filters: &[Expr]) -> Result<Pushdown> {
+        let layout = self.table.layout()?;
+        let schema = &layout.schema;
+        let first_key = layout.key_indices.first().map(|&i| &schema.fields[i]);
+        let mut out = Pushdown::default();
+        let mut conjuncts = Vec::new();
+        for f in filters {
+            split_and(f, &mut conjuncts);
+        }
+        for e in conjuncts {
+            let Some((col, op, value)) = column_op_literal(e) else {
+                continue;
+            };
+            let Some(field) = schema.field(col) else {
+                continue;
+            };
+            let Some(datum) = scalar_to_datum(value, &field.data_type) else {
+                continue;
+            };
+            if datum.is_null() {
+                continue;
+            }
+            if op == Operator::Eq && schema.partition_keys.iter().any(|p| p == col) {
+                out.partitions.push((col.to_string(), datum.clone()));
+            }
+            if first_key.is_some_and(|k| k.name == col) {
+                match op {
+                    Operator::Eq => {
+                        out.lower = Some((datum.clone(), true));
+                        out.upper = Some((datum, true));
+                    }
+                    Operator::Gt => out.lower = Some((datum, false)),
+                    Operator::GtEq => out.lower = Some((datum, true)),
+                    Operator::Lt => out.upper = Some((datum, false)),
+                    Operator::LtEq => out.upper = Some((datum, true)),
+                    _ => {}
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Pushdown {
+    partitions: Vec<(String, Datum)>,
+    lower: Option<(Datum, bool)>,
+    upper: Option<(Datum, bool)>,
+}
+
+fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::And,
+            right,
+        }) => {
+            split_and(left, out);
+            split_and(right, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// `col <op> literal` or `literal <op> col` (the operator flipped so the column is on the left).
+fn column_op_literal(e: &Expr) -> Option<(&str, Operator, &ScalarValue)> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+        return None;
+    };
+    match (left.as_ref(), right.as_ref()) {
+        (Expr::Column(c), Expr::Literal(v, _)) => Some((c.name.as_str(), *op, v)),
+        (Expr::Literal(v, _), Expr::Column(c)) => Some((c.name.as_str(), op.swap()?, v)),
+        _ => None,
+    }
+}
+
+pub(crate) fn scalar_to_datum(value: &ScalarValue, ty: &crate::spec::DataType) -> Option<Datum> {
+    let array = value.to_array().ok()?;
+    let target = ty.to_arrow();
+    let array = if array.data_type() == &target {
+        array
+    } else {
+        arrow::compute::cast(&array, &target).ok()?
+    };
+    if array.is_null(0) {
+        return Some(Datum::Null);
+    }
+    datum_at(array.as_ref(), 0, ty).ok()
+}
+
+#[async_trait]
+impl TableProvider for TableScanProvider {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> datafusion::common::Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
+        let push = self.pushdown(filters).map_err(df_err)?;
+        let mut scan = self
+            .table
+            .new_scan()
+            .snapshot(self.selector.clone())
+            .partition_filter(push.partitions);
+        if push.lower.is_some() || push.upper.is_some() {
+            scan = scan.key_range(push.lower, push.upper);
+        }
+        let plan = scan.plan().await.map_err(df_err)?;
+        // Column names to read (the audit log's row kind is not a table column).
+        let offset = usize::from(self.audit);
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        let wanted = projection.cloned().unwrap_or(all);
+        let names: Vec<String> = wanted
+            .iter()
+            .filter(|&&i| i >= offset)
+            .map(|&i| self.schema.field(i).name().clone())
+            .collect();
+        let mut read = self.table.new_read(Some(&names)).map_err(df_err)?;
+        if self.audit {
+            read = read.with_row_kind();
+        }
+        // The read yields [rowkind?, names...]; DataFusion wants the projection's order.
+        let read_schema = read.schema();
+        let out_schema = Arc::new(
+            self.schema
+                .project(&wanted)
+                .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))?,
+        );
+        let reorder: Vec<usize> = out_schema
+            .fields()
+            .iter()
+            .map(|f| read_schema.index_of(f.name()).unwrap_or(0))
+            .collect();
+        let partition = Arc::new(ScanPartition {
+            schema: Arc::clone(&out_schema),
+            read,
+            plan: std::sync::Mutex::new(Some(plan)),
+            reorder,
+            limit,
+        });
+        let exec = StreamingTableExec::try_new(out_schema, vec![partition], None, [], false, limit)?;
+        Ok(Arc::new(exec))
+    }
+}
+
+/// One streamed scan; executes once (a re-execution plans nothing and yields no rows).
+struct ScanPartition {
+    schema: SchemaRef,
+    read: crate::table::TableRead,
+    plan: std::sync::Mutex<Option<crate::table::Plan>>,
+    reorder: Vec<usize>,
+    limit: Option<usize>,
+}
+
+impl std::fmt::Debug for ScanPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanPartition").finish_non_exhaustive()
+    }
+}
+
+impl PartitionStream for ScanPartition {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let plan = self
+            .plan
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .unwrap_or(crate::table::Plan {
+                snapshot: None,
+                splits: vec![],
+            });
+        let schema = Arc::clone(&self.schema);
+        let reorder = self.reorder.clone();
+        let mut remaining = self.limit.unwrap_or(usize::MAX);
+        let stream = self
+            .read
+            .stream(plan)
+            .map(move |r| -> datafusion::common::Result<RecordBatch> {
+                let b = r.map_err(df_err)?;
+                let cols = reorder.iter().map(|&i| Arc::clone(b.column(i))).collect();
+                let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+                RecordBatch::try_new_with_options(Arc::clone(&schema), cols, &opts)
+                    .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
+            })
+            .take_while(move |r| {
+                let go = remaining > 0;
+                if let Ok(b) = r {
+                    remaining = remaining.saturating_sub(b.num_rows());
+                }
+                futures::future::ready(go)
+            });
+        Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&self.schema), stream))
+    }
+}
+
+/// A small in-memory table (system tables, SHOW/DESCRIBE results).
+pub(crate) fn mem_table(schema: SchemaRef, batch: RecordBatch) -> Result<Arc<dyn TableProvider>> {
+    let t = datafusion::datasource::MemTable::try_new(schema, vec![vec![batch]]).map_err(|e| {
+        crate::error::InternalSnafu {
+            message: format!("building an in-memory table: {e}"),
+        }
+        .build()
+    })?;
+    Ok(Arc::new(t))
+}
+
+/// An empty schema (used by statements that return no rows).
+#[allow(dead_code)]
+pub(crate) fn empty_schema() -> SchemaRef {
+    Arc::new(Schema::empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names() {
+        let n = parse_table_name("orders$Snapshots@snapshot=4").unwrap();
+        assert_eq!(n.table, "orders");
+        assert_eq!(n.system.as_deref(), Some("snapshots"));
+        assert_eq!(n.selector, SnapshotSelector::Id(4));
+        let n = parse_table_name("orders@tag=a=b").unwrap();
+        assert_eq!(n.selector, SnapshotSelector::Tag("a=b".into()));
+        assert!(parse_table_name("orders@snapshot=x").is_err());
+        assert!(parse_table_name("orders@when=1").is_err());
+    }
+}

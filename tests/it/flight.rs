@@ -1,0 +1,430 @@
+//! The Flight SQL server through raw Flight calls: the call sequence of the Arrow Flight SQL JDBC
+//! driver (its jar is not available here), authentication failures, and error statuses. The
+//! Python suite (`tests/python`) drives the same server with the real ADBC driver and pyarrow.
+
+use std::collections::HashMap;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::sql::{
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult, Any, CommandGetCatalogs, CommandGetDbSchemas,
+    CommandGetSqlInfo, CommandGetTables, CommandPreparedStatementQuery,
+    CommandPreparedStatementUpdate, DoPutPreparedStatementResult, DoPutUpdateResult,
+    ProstMessageExt, SqlInfo,
+};
+use arrow_flight::{Action, FlightDescriptor, FlightInfo, HandshakeRequest};
+use futures::{StreamExt, TryStreamExt};
+use prost::Message;
+use tonic::metadata::MetadataValue;
+use tonic::transport::Channel;
+use tonic::{Code, Request};
+
+use crate::common::Scratch;
+
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<tidelake::error::Result<()>>,
+    _scratch: Scratch,
+}
+
+impl Server {
+    async fn start() -> Self {
+        let scratch = Scratch::new();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let options = tidelake::server::ServeOptions {
+            warehouse: scratch.path().to_string(),
+            listen: addr.to_string(),
+            users: HashMap::from([("jdbc".to_string(), "pw".to_string())]),
+            limits: Default::default(),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            tidelake::server::run(listener, &options, async {
+                let _ = rx.await;
+            })
+            .await
+        });
+        Self {
+            addr,
+            stop: Some(tx),
+            task,
+            _scratch: scratch,
+        }
+    }
+
+    async fn client(&self) -> FlightServiceClient<Channel> {
+        for _ in 0..50 {
+            if let Ok(c) = FlightServiceClient::connect(format!("http://{}", self.addr)).await {
+                return c;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("server did not start");
+    }
+
+    async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+fn authed<T>(msg: T, token: &str) -> Request<T> {
+    let mut r = Request::new(msg);
+    r.metadata_mut().insert(
+        "authorization",
+        MetadataValue::try_from(format!("Bearer {token}")).unwrap(),
+    );
+    r
+}
+
+/// JDBC's handshake: Basic credentials in the header, the token read from the response header.
+async fn handshake(
+    c: &mut FlightServiceClient<Channel>,
+    user: &str,
+    password: &str,
+) -> Result<String, tonic::Status> {
+    use base64::Engine;
+    let creds = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let mut req = Request::new(futures::stream::iter([HandshakeRequest::default()]));
+    req.metadata_mut().insert(
+        "authorization",
+        MetadataValue::try_from(format!("Basic {creds}")).unwrap(),
+    );
+    let resp = c.handshake(req).await?;
+    let header = resp
+        .metadata()
+        .get("authorization")
+        .expect("token in the response header")
+        .to_str()
+        .unwrap()
+        .to_string();
+    let mut s = resp.into_inner();
+    while s.next().await.is_some() {}
+    Ok(header.strip_prefix("Bearer ").unwrap().to_string())
+}
+
+fn cmd<M: ProstMessageExt>(m: M) -> FlightDescriptor {
+    FlightDescriptor::new_cmd(m.as_any().encode_to_vec())
+}
+
+/// GetFlightInfo then DoGet of its one endpoint; checks the streamed schema equals FlightInfo's.
+async fn fetch(
+    c: &mut FlightServiceClient<Channel>,
+    token: &str,
+    descriptor: FlightDescriptor,
+) -> Vec<RecordBatch> {
+    let info: FlightInfo = c
+        .get_flight_info(authed(descriptor, token))
+        .await
+        .unwrap()
+        .into_inner();
+    let declared = info.clone().try_decode_schema().unwrap();
+    assert_eq!(info.endpoint.len(), 1);
+    assert!(
+        info.endpoint[0].location.is_empty(),
+        "no endpoint locations"
+    );
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let stream = c
+        .do_get(authed(ticket, token))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut batches = FlightRecordBatchStream::new_from_flight_data(
+        stream.map_err(arrow_flight::error::FlightError::from),
+    );
+    let mut out = Vec::new();
+    while let Some(b) = batches.next().await {
+        out.push(b.unwrap());
+    }
+    let streamed = batches.schema().cloned().unwrap();
+    assert_eq!(streamed.as_ref(), &declared, "DoGet schema equals FlightInfo schema");
+    out
+}
+
+async fn action<M: Message + Default>(
+    c: &mut FlightServiceClient<Channel>,
+    token: &str,
+    kind: &str,
+    body: Vec<u8>,
+) -> Result<Vec<Vec<u8>>, tonic::Status> {
+    let a = Action {
+        r#type: kind.to_string(),
+        body: body.into(),
+    };
+    let s = c.do_action(authed(a, token)).await?.into_inner();
+    let results: Vec<_> = s.try_collect().await?;
+    Ok(results.into_iter().map(|r| r.body.to_vec()).collect())
+}
+
+/// Prepares `sql` as JDBC does; returns the result and the `is_update` flag (field 4).
+async fn prepare(
+    c: &mut FlightServiceClient<Channel>,
+    token: &str,
+    sql: &str,
+) -> Result<(ActionCreatePreparedStatementResult, bool), tonic::Status> {
+    let req = ActionCreatePreparedStatementRequest {
+        query: sql.to_string(),
+        transaction_id: None,
+    };
+    let bodies = action::<Any>(c, token, "CreatePreparedStatement", req.as_any().encode_to_vec())
+        .await?;
+    let any = Any::decode(bodies[0].as_slice()).unwrap();
+    let result: ActionCreatePreparedStatementResult = any.unpack().unwrap().unwrap();
+    // `optional bool is_update = 4` is the trailing varint field 0x20.
+    let is_update = any.value.ends_with(&[0x20, 0x01]);
+    Ok((result, is_update))
+}
+
+async fn close(c: &mut FlightServiceClient<Channel>, token: &str, handle: bytes::Bytes) {
+    let req = ActionClosePreparedStatementRequest {
+        prepared_statement_handle: handle,
+    };
+    action::<Any>(c, token, "ClosePreparedStatement", req.as_any().encode_to_vec())
+        .await
+        .unwrap();
+}
+
+/// DoPut of `batches` (possibly none) under a command descriptor; returns the PutResult body.
+async fn put(
+    c: &mut FlightServiceClient<Channel>,
+    token: &str,
+    descriptor: FlightDescriptor,
+    schema: Schema,
+    batches: Vec<RecordBatch>,
+) -> Result<Vec<u8>, tonic::Status> {
+    let input = futures::stream::iter(batches.into_iter().map(Ok));
+    let flight = arrow_flight::encode::FlightDataEncoderBuilder::new()
+        .with_schema(std::sync::Arc::new(schema))
+        .with_flight_descriptor(Some(descriptor))
+        .build(input)
+        .map(|r| r.unwrap());
+    let flight: Vec<_> = flight.collect().await;
+    let resp = c
+        .do_put(authed(futures::stream::iter(flight), token))
+        .await?
+        .into_inner();
+    let results: Vec<_> = resp.try_collect().await?;
+    Ok(results
+        .first()
+        .map(|r| r.app_metadata.to_vec())
+        .unwrap_or_default())
+}
+
+/// Executes an update as JDBC does: prepare (empty dataset schema, is_update), DoPut of the
+/// prepared update, close. Returns the count.
+async fn jdbc_update(c: &mut FlightServiceClient<Channel>, token: &str, sql: &str) -> i64 {
+    let (prepared, is_update) = prepare(c, token, sql).await.unwrap();
+    assert!(is_update, "{sql} is an update");
+    assert!(prepared.dataset_schema.is_empty(), "JDBC reads an empty schema as an update");
+    let handle = prepared.prepared_statement_handle.clone();
+    let body = put(
+        c,
+        token,
+        cmd(CommandPreparedStatementUpdate {
+            prepared_statement_handle: handle.clone(),
+        }),
+        Schema::empty(),
+        vec![],
+    )
+    .await
+    .unwrap();
+    close(c, token, handle).await;
+    DoPutUpdateResult::decode(body.as_slice()).unwrap().record_count
+}
+
+/// Executes a query as JDBC does: prepare (schema returned), GetFlightInfo + DoGet, close.
+async fn jdbc_query(c: &mut FlightServiceClient<Channel>, token: &str, sql: &str) -> Vec<RecordBatch> {
+    let (prepared, is_update) = prepare(c, token, sql).await.unwrap();
+    assert!(!is_update);
+    assert!(!prepared.dataset_schema.is_empty(), "a query's schema comes at prepare time");
+    let handle = prepared.prepared_statement_handle.clone();
+    let batches = fetch(
+        c,
+        token,
+        cmd(CommandPreparedStatementQuery {
+            prepared_statement_handle: handle.clone(),
+        }),
+    )
+    .await;
+    close(c, token, handle).await;
+    batches
+}
+
+fn strings(batches: &[RecordBatch], col: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in batches {
+        let c = arrow::compute::cast(b.column(col), &DataType::Utf8).unwrap();
+        let c = c.as_string::<i32>();
+        for i in 0..c.len() {
+            out.push(c.value(i).to_string());
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jdbc_call_sequence() {
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    // 1. Handshake.
+    let token = handshake(&mut c, "jdbc", "pw").await.unwrap();
+    // 2. DatabaseMetaData: one GetSqlInfo with no ids (all of them).
+    let info = fetch(&mut c, &token, cmd(CommandGetSqlInfo { info: vec![] })).await;
+    let names: Vec<u32> = info
+        .iter()
+        .flat_map(|b| b.column(0).as_primitive::<arrow::datatypes::UInt32Type>().values().to_vec())
+        .collect();
+    for key in [
+        SqlInfo::FlightSqlServerName as u32,
+        SqlInfo::FlightSqlServerVersion as u32,
+        SqlInfo::FlightSqlServerTransaction as u32,
+        SqlInfo::SqlIdentifierQuoteChar as u32,
+        SqlInfo::SqlKeywords as u32,
+        SqlInfo::SqlTransactionsSupported as u32,
+    ] {
+        assert!(names.contains(&key), "SqlInfo {key} answered");
+    }
+    // 3. Catalogs, schemas.
+    let cats = fetch(&mut c, &token, cmd(CommandGetCatalogs {})).await;
+    assert_eq!(strings(&cats, 0), vec!["tidelake"]);
+    // 4. Every statement is prepared: DDL and DML through the prepared update path.
+    assert_eq!(
+        jdbc_update(
+            &mut c,
+            &token,
+            "CREATE TABLE default.j (id BIGINT NOT NULL, name STRING, PRIMARY KEY (id)) WITH ('bucket' = '1')"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        jdbc_update(&mut c, &token, "INSERT INTO default.j VALUES (1, 'a'), (2, 'b'), (3, 'c')").await,
+        3
+    );
+    assert_eq!(jdbc_update(&mut c, &token, "DELETE FROM default.j WHERE id = 3").await, 1);
+    let schemas = fetch(
+        &mut c,
+        &token,
+        cmd(CommandGetDbSchemas {
+            catalog: Some("tidelake".into()),
+            db_schema_filter_pattern: None,
+        }),
+    )
+    .await;
+    assert_eq!(strings(&schemas, 1), vec!["default"]);
+    let tables = fetch(
+        &mut c,
+        &token,
+        cmd(CommandGetTables {
+            catalog: Some("tidelake".into()),
+            db_schema_filter_pattern: Some("def%".into()),
+            table_name_filter_pattern: Some("j".into()),
+            table_types: vec!["TABLE".into()],
+            include_schema: true,
+        }),
+    )
+    .await;
+    assert_eq!(strings(&tables, 2), vec!["j"]);
+    // The table schema travels IPC-encoded; it must decode to the table's columns.
+    let ipc = tables[0].column(4).as_binary::<i32>().value(0).to_vec();
+    let schema = arrow::ipc::convert::try_schema_from_ipc_buffer(&ipc).unwrap();
+    assert_eq!(
+        schema.fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>(),
+        vec!["id", "name"]
+    );
+    // 5. Queries: prepare returns the schema; GetFlightInfo + DoGet of the prepared query.
+    let rows = jdbc_query(&mut c, &token, "SELECT id, name FROM default.j ORDER BY id").await;
+    assert_eq!(strings(&rows, 1), vec!["a", "b"]);
+    // 6. Parameters: DoPut of the prepared query with a parameter batch; the new handle is used.
+    let (prepared, _) = prepare(&mut c, &token, "SELECT name FROM default.j WHERE id = $1")
+        .await
+        .unwrap();
+    let param_schema = Schema::new(vec![Field::new("$1", DataType::Int64, true)]);
+    let params = RecordBatch::try_new(
+        std::sync::Arc::new(param_schema.clone()),
+        vec![std::sync::Arc::new(arrow::array::Int64Array::from(vec![2]))],
+    )
+    .unwrap();
+    let body = put(
+        &mut c,
+        &token,
+        cmd(CommandPreparedStatementQuery {
+            prepared_statement_handle: prepared.prepared_statement_handle.clone(),
+        }),
+        param_schema,
+        vec![params],
+    )
+    .await
+    .unwrap();
+    let new_handle = DoPutPreparedStatementResult::decode(body.as_slice())
+        .unwrap()
+        .prepared_statement_handle
+        .unwrap();
+    let rows = fetch(
+        &mut c,
+        &token,
+        cmd(CommandPreparedStatementQuery {
+            prepared_statement_handle: new_handle,
+        }),
+    )
+    .await;
+    assert_eq!(strings(&rows, 0), vec!["b"]);
+    close(&mut c, &token, prepared.prepared_statement_handle).await;
+    // 7. Bad SQL: InvalidArgument at prepare, and the connection stays usable.
+    let err = prepare(&mut c, &token, "SELEC nonsense").await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+    let err = prepare(&mut c, &token, "SELECT * FROM default.missing")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err}");
+    let rows = jdbc_query(&mut c, &token, "SELECT count(*) FROM default.j").await;
+    assert_eq!(strings(&rows, 0), vec!["2"]);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_calls_are_refused() {
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    let err = handshake(&mut c, "jdbc", "wrong").await.unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    let err = handshake(&mut c, "nobody", "pw").await.unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    // No token at all, and a made-up token.
+    let err = c
+        .get_flight_info(Request::new(cmd(CommandGetCatalogs {})))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    let err = c
+        .get_flight_info(authed(cmd(CommandGetCatalogs {}), "forged"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    // A handle issued to one user is refused to another.
+    let token = handshake(&mut c, "jdbc", "pw").await.unwrap();
+    let (prepared, _) = prepare(&mut c, &token, "SELECT 1").await.unwrap();
+    let mut handle: serde_json::Value =
+        serde_json::from_slice(&prepared.prepared_statement_handle).unwrap();
+    handle["user"] = "mallory".into();
+    let forged = serde_json::to_vec(&handle).unwrap();
+    let err = c
+        .get_flight_info(authed(
+            cmd(CommandPreparedStatementQuery {
+                prepared_statement_handle: forged.into(),
+            }),
+            &token,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied);
+    server.stop().await;
+}
