@@ -284,8 +284,11 @@ def flight_doget(peer, sql):
     rows = size = nb = 0
     sizes = []
     t_first = None
+    schema_note = None
     for ep in info.endpoints:
         reader = peer.client.do_get(ep.ticket, peer.options)
+        if not reader.schema.equals(info.schema) and schema_note is None:
+            schema_note = f"GetFlightInfo schema {info.schema} != DoGet stream schema {reader.schema}"
         while True:
             try:
                 chunk = reader.read_chunk()
@@ -300,7 +303,8 @@ def flight_doget(peer, sql):
             sizes.append(b.num_rows)
     return dict(rows=rows, bytes=size, batches=nb, endpoints=len(info.endpoints),
                 median_batch_rows=int(statistics.median(sizes)) if sizes else 0,
-                flight_info_s=round(t_info, 4), first_batch_s=round(t_first or 0, 4))
+                flight_info_s=round(t_info, 4), first_batch_s=round(t_first or 0, 4),
+                **({"schema_note": " ".join(schema_note.split())} if schema_note else {}))
 
 
 def flight_doput(peer, table, batches):
@@ -339,15 +343,12 @@ def adbc_sql(conn, sql):
     cur = conn.cursor()
     try:
         cur.execute(sql)
-        try:
-            return cur.fetchall()
-        except Exception:
-            return None
+        return cur.fetchall()
     finally:
         cur.close()
 
 
-def point_queries(name, conn, peer, table, keys, problems, warmup=5):
+def point_queries(name, conn, peer, table, table_rows, keys, problems, warmup=5):
     """Three client paths over the same keys; returns {path: [latencies s]} (errors reported)."""
     out = {}
 
@@ -373,7 +374,7 @@ def point_queries(name, conn, peer, table, keys, problems, warmup=5):
             RESULTS.append(dict(bench="flight", op="point_query", peer=name, path=path, error=msg))
             return
         out[path] = lat
-        rec = dict(bench="flight", op="point_query", peer=name, path=path, table_rows=None, queries=len(lat),
+        rec = dict(bench="flight", op="point_query", peer=name, path=path, table_rows=table_rows, queries=len(lat),
                    p50_ms=round(percentile(lat, 50) * 1e3, 3), p99_ms=round(percentile(lat, 99) * 1e3, 3),
                    mean_ms=round(statistics.mean(lat) * 1e3, 3), max_ms=round(max(lat) * 1e3, 3))
         RESULTS.append(rec)
@@ -551,6 +552,8 @@ def main():
                 if st["rows"] != a.rows:
                     problems.append(f"{p.name} DoGet SELECT * FROM default.a_1 returned {st['rows']} rows, "
                                     f"expected {a.rows}")
+                if "schema_note" in st and r == 0:
+                    problems.append(f"{p.name} SELECT * FROM default.a_1: {st['schema_note']}")
                 if p is tl and r == 0:
                     get_batch = st["median_batch_rows"] or a.batch
         if tl:  # ADBC path, tidelake only
@@ -591,10 +594,7 @@ def main():
                         problems.append(f"{p.name} {phase} w_{r + 1}: PutResult record_count {n} != {n_exp}")
                 if phase == "doput_pk_insert" and r == 0 and tl:
                     print(f"# point queries on w_1 ({a.point_rows:,} rows)", file=sys.stderr)
-                    point_queries("tidelake", conn, tl, "w_1", keys, problems)
-                    for rec in RESULTS:
-                        if rec.get("op") == "point_query" and "queries" in rec:
-                            rec["table_rows"] = a.point_rows
+                    point_queries("tidelake", conn, tl, "w_1", a.point_rows, keys, problems)
         if tl:
             exp = a.point_rows + (U - min(U // 2, a.point_rows))
             got = guard("ADBC SELECT count(*) FROM default.w_1", tl,

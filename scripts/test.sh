@@ -11,4 +11,4 @@ cargo clippy --all-targets --quiet -- -D warnings
 cargo test --all-targets
 # End-to-end: the real ADBC Flight SQL driver and pyarrow.flight against `tidelake serve`
 # (the debug binary `cargo test` built above).
-TIDELAKE_BIN="$PWD/target/debug/tidelake" "$PY" -m pytest -q tests/python
+TIDELAKE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/tidelake" "$PY" -m pytest -q tests/python

@@ -252,8 +252,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 }
                 None => tidelake::server::ServerConfig::default(),
             };
-            let options =
-                tidelake::server::ServeOptions::resolve(config, given_warehouse, listen)?;
+            let options = tidelake::server::ServeOptions::resolve(config, given_warehouse, listen)?;
             tidelake::server::serve(options).await?;
         }
         Command::Sql {
@@ -261,10 +260,12 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             database,
             format,
         } => {
-            let engine = tidelake::sql::SqlEngine::new(open()?, Default::default())?;
+            let catalog = open()?;
+            catalog.create_database("default", true).await?;
+            let engine = tidelake::sql::SqlEngine::new(catalog, Default::default())?;
             let session = tidelake::sql::SqlSession { database };
             let out = engine.execute(&session, &sql, &[]).await?;
-            let schema = out.schema.clone();
+            let schema = std::sync::Arc::clone(&out.schema);
             let batches = out.collect().await?;
             cli::output::print(&schema, &batches, format)?;
         }

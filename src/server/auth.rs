@@ -63,7 +63,9 @@ impl Authenticator {
                 let b = password.as_bytes();
                 let mut diff = a.len() ^ b.len();
                 for i in 0..a.len().max(b.len()) {
-                    diff |= usize::from(a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(1));
+                    diff |= usize::from(
+                        a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(1),
+                    );
                 }
                 diff == 0
             }
@@ -208,7 +210,10 @@ mod tests {
         );
         let p = b.login("bob", "pw1").unwrap();
         let mut md = MetadataMap::new();
-        md.insert("authorization", format!("Bearer {}", p.token).parse().unwrap());
+        md.insert(
+            "authorization",
+            format!("Bearer {}", p.token).parse().unwrap(),
+        );
         assert_eq!(b.authenticate(&md).unwrap().0.user, "bob");
         b.close(&p);
         assert!(b.authenticate(&md).is_err());

@@ -17,7 +17,7 @@ use arrow_flight::sql::metadata::{SqlInfoData, XdbcTypeInfoData};
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
-    ActionCreatePreparedStatementResult, ActionType, CommandGetCatalogs, CommandGetCrossReference,
+    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetCrossReference,
     CommandGetDbSchemas, CommandGetExportedKeys, CommandGetImportedKeys, CommandGetPrimaryKeys,
     CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandGetXdbcTypeInfo,
     CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementIngest,
@@ -25,8 +25,8 @@ use arrow_flight::sql::{
     SqlInfo, TableExistsOption, TableNotExistOption, TicketStatementQuery,
 };
 use arrow_flight::{
-    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
-    SchemaAsIpc, Ticket,
+    ActionType, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse,
+    IpcMessage, SchemaAsIpc, Ticket,
 };
 use base64::Engine;
 use datafusion::common::ScalarValue;
@@ -122,7 +122,8 @@ fn encode_params(batches: &[RecordBatch]) -> std::result::Result<Option<String>,
             w.write(b)
                 .map_err(|e| invalid(format!("parameters: {e}")))?;
         }
-        w.finish().map_err(|e| invalid(format!("parameters: {e}")))?;
+        w.finish()
+            .map_err(|e| invalid(format!("parameters: {e}")))?;
     }
     Ok(Some(base64::engine::general_purpose::STANDARD.encode(buf)))
 }
@@ -166,7 +167,10 @@ pub(crate) fn plain_schema(s: &Schema) -> SchemaRef {
 }
 
 /// `batch` relabelled to `schema` (casting view types), so every message matches FlightInfo.
-fn conform(batch: RecordBatch, schema: &SchemaRef) -> std::result::Result<RecordBatch, FlightError> {
+fn conform(
+    batch: RecordBatch,
+    schema: &SchemaRef,
+) -> std::result::Result<RecordBatch, FlightError> {
     let cols: Vec<ArrayRef> = batch
         .columns()
         .iter()
@@ -228,12 +232,19 @@ fn flight_info(
 }
 
 /// The Flight SQL side of tidelake.
-#[derive(Debug)]
 pub struct TidelakeFlightSql {
     pub(crate) engine: SqlEngine,
     pub(crate) auth: Arc<Authenticator>,
     sql_info: SqlInfoData,
     xdbc: XdbcTypeInfoData,
+}
+
+impl std::fmt::Debug for TidelakeFlightSql {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TidelakeFlightSql")
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TidelakeFlightSql {
@@ -287,22 +298,10 @@ impl TidelakeFlightSql {
         session: &SqlSession,
     ) -> std::result::Result<i64, Status> {
         let rows = handle.param_rows()?;
-        if rows.is_empty() {
-            return self
-                .engine
-                .execute_update(session, &handle.sql, &[])
-                .await
-                .map_err(to_status);
-        }
-        let mut total = 0;
-        for params in rows {
-            total += self
-                .engine
-                .execute_update(session, &handle.sql, &params)
-                .await
-                .map_err(to_status)?;
-        }
-        Ok(total)
+        self.engine
+            .execute_update_many(session, &handle.sql, &rows)
+            .await
+            .map_err(to_status)
     }
 
     async fn run_ticket(
@@ -355,10 +354,7 @@ impl TidelakeFlightSql {
         let (dataset_schema, parameter_schema) = if is_update {
             (bytes::Bytes::new(), bytes::Bytes::new())
         } else {
-            (
-                ipc_schema(&plain_schema(&schema))?,
-                ipc_schema(&params)?,
-            )
+            (ipc_schema(&plain_schema(&schema))?, ipc_schema(&params)?)
         };
         Ok((
             ActionCreatePreparedStatementResult {
@@ -387,7 +383,7 @@ impl TidelakeFlightSql {
             Command::CommandGetDbSchemas(c) => return Ok(c.into_builder().schema()),
             Command::CommandGetTables(c) => return Ok(c.into_builder().schema()),
             Command::CommandGetTableTypes(c) => return Ok(c.into_builder().schema()),
-            Command::CommandGetSqlInfo(_) => return Ok(Arc::new(SqlInfoData::schema().clone())),
+            Command::CommandGetSqlInfo(_) => return Ok(self.sql_info.schema()),
             Command::CommandGetPrimaryKeys(_) => return Ok(metadata::primary_keys_schema()),
             Command::CommandGetExportedKeys(_)
             | Command::CommandGetImportedKeys(_)
@@ -465,7 +461,9 @@ impl TidelakeFlightSql {
             .transpose()
             .map_err(|e| invalid(format!("ingest into {id}: {e}")))?;
         let Some(schema) = batches.schema().cloned() else {
-            return Err(invalid(format!("ingest into {id}: the stream has no schema")));
+            return Err(invalid(format!(
+                "ingest into {id}: the stream has no schema"
+            )));
         };
         let catalog = self.engine.catalog();
         let exists = match catalog.load_table(&id).await {
@@ -485,9 +483,7 @@ impl TidelakeFlightSql {
             match k.as_str() {
                 "primary-key" | "tidelake.primary-key" => def.primary_keys = list(),
                 "partition-keys" | "tidelake.partition-keys" => def.partition_keys = list(),
-                "row-kind-column" | "tidelake.row-kind-column" => {
-                    row_kind_column = Some(v.clone())
-                }
+                "row-kind-column" | "tidelake.row-kind-column" => row_kind_column = Some(v.clone()),
                 _ => {
                     def.options.insert(k.clone(), v.clone());
                 }
@@ -514,7 +510,8 @@ impl TidelakeFlightSql {
                     continue;
                 }
                 let nullable = f.is_nullable() && !def.primary_keys.contains(f.name());
-                let Some(ty) = crate::spec::DataType::from_arrow(&plain_type(f.data_type()), nullable)
+                let Some(ty) =
+                    crate::spec::DataType::from_arrow(&plain_type(f.data_type()), nullable)
                 else {
                     return Err(invalid(format!(
                         "ingest into {id}: column '{}' has type {} which Paimon tables cannot store",
@@ -527,6 +524,16 @@ impl TidelakeFlightSql {
             def.columns = columns;
         }
         if !exists {
+            if !catalog
+                .database_exists(&id.database)
+                .await
+                .map_err(to_status)?
+            {
+                return Err(Status::not_found(format!(
+                    "database '{}' does not exist",
+                    id.database
+                )));
+            }
             catalog
                 .create_table(&id, &def, false)
                 .await
@@ -596,7 +603,11 @@ impl FlightSqlService for TidelakeFlightSql {
         &self,
         _request: Request<Streaming<HandshakeRequest>>,
     ) -> std::result::Result<
-        Response<std::pin::Pin<Box<dyn Stream<Item = std::result::Result<HandshakeResponse, Status>> + Send>>>,
+        Response<
+            std::pin::Pin<
+                Box<dyn Stream<Item = std::result::Result<HandshakeResponse, Status>> + Send>,
+            >,
+        >,
         Status,
     > {
         // Handled by the service wrapper before it reaches here.
@@ -662,7 +673,7 @@ impl FlightSqlService for TidelakeFlightSql {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         let info = flight_info(
             &schema,
             query.as_any().encode_to_vec().into(),
@@ -745,7 +756,10 @@ impl FlightSqlService for TidelakeFlightSql {
             let dbs = catalog.list_databases().await.map_err(to_status)?;
             for (db, t) in self.all_tables(&dbs).await.map_err(to_status)? {
                 let schema = if include_schema {
-                    match catalog.load_table(&Identifier::new(db.clone(), t.clone())).await {
+                    match catalog
+                        .load_table(&Identifier::new(db.clone(), t.clone()))
+                        .await
+                    {
                         Ok(table) => table.arrow_schema().map_err(to_status)?.as_ref().clone(),
                         // Dropped meanwhile.
                         Err(_) => continue,
@@ -766,7 +780,7 @@ impl FlightSqlService for TidelakeFlightSql {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         let info = flight_info(
             &schema,
             query.as_any().encode_to_vec().into(),
@@ -792,7 +806,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         let info = flight_info(
-            SqlInfoData::schema(),
+            &self.sql_info.schema(),
             query.as_any().encode_to_vec().into(),
             request.into_inner(),
         )?;
@@ -921,7 +935,7 @@ impl FlightSqlService for TidelakeFlightSql {
         query: CommandGetXdbcTypeInfo,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder(&self.xdbc).schema();
+        let schema = query.into_builder(&self.xdbc).schema();
         let info = flight_info(
             &schema,
             query.as_any().encode_to_vec().into(),

@@ -100,7 +100,10 @@ impl ServeOptions {
                 .ok()
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "tidelake".to_string());
-            let password = match std::env::var("TIDELAKE_PASSWORD").ok().filter(|s| !s.is_empty()) {
+            let password = match std::env::var("TIDELAKE_PASSWORD")
+                .ok()
+                .filter(|s| !s.is_empty())
+            {
                 Some(p) => p,
                 None => {
                     let p = uuid::Uuid::new_v4().simple().to_string();

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::sql::{ActionCreatePreparedStatementRequest, Any, Command, ProstMessageExt};
 use arrow_flight::{
-    Action, BasicAuth, CancelFlightInfoResult, CancelStatus, Criteria, Empty,
-    FlightData, FlightDescriptor, FlightInfo, HandshakeRequest, HandshakeResponse, PollInfo,
-    SchemaAsIpc, SchemaResult, Ticket,
+    Action, BasicAuth, CancelFlightInfoResult, CancelStatus, Criteria, Empty, FlightData,
+    FlightDescriptor, FlightInfo, HandshakeRequest, HandshakeResponse, PollInfo, SchemaAsIpc,
+    SchemaResult, Ticket,
 };
 use futures::stream::{self, Stream, StreamExt};
 use prost::Message;
@@ -180,12 +180,10 @@ impl FlightService for TidelakeService {
             .map_err(|_| Status::invalid_argument("descriptor is not a Flight SQL command"))?;
         let cmd = Command::try_from(any).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let schema = self.sql.command_schema(&principal, cmd).await?;
-        let result: SchemaResult = SchemaAsIpc::new(
-            &schema,
-            &arrow::ipc::writer::IpcWriteOptions::default(),
-        )
-        .try_into()
-        .map_err(|e: arrow::error::ArrowError| Status::internal(e.to_string()))?;
+        let result: SchemaResult =
+            SchemaAsIpc::new(&schema, &arrow::ipc::writer::IpcWriteOptions::default())
+                .try_into()
+                .map_err(|e: arrow::error::ArrowError| Status::internal(e.to_string()))?;
         Ok(with_token(Response::new(result), token))
     }
 
@@ -263,9 +261,7 @@ impl FlightService for TidelakeService {
                         _ => Some(session::INVALID_NAME),
                     };
                     if let Some(value) = error {
-                        result
-                            .errors
-                            .insert(name, SetSessionOptionError { value });
+                        result.errors.insert(name, SetSessionOptionError { value });
                     }
                 }
                 one_result(&result)
@@ -285,9 +281,7 @@ impl FlightService for TidelakeService {
                 self.auth.close(&principal);
                 one_result(&CloseSessionResult { status: 1 })
             }
-            "CancelFlightInfo" => {
-                one_result(&CancelFlightInfoResult::new(CancelStatus::Cancelled))
-            }
+            "CancelFlightInfo" => one_result(&CancelFlightInfoResult::new(CancelStatus::Cancelled)),
             _ => FlightService::do_action(self.sql.as_ref(), request).await?,
         };
         Ok(with_token(resp, token))

@@ -88,6 +88,9 @@ pub(crate) fn parse_one(sql: &str) -> Result<DFStatement> {
     }
     let mut stmt = statements.pop_front().expect("one statement");
     if let DFStatement::Statement(inner) = &mut stmt {
+        // JDBC, ODBC and ADBC users write `?`; DataFusion numbers placeholders (`$1`, `$2`).
+        let mut numbering = PlaceholderNumbering { next: 0 };
+        let _ = inner.visit(&mut numbering);
         let mut rewriter = VersionRewriter { error: None };
         let _ = inner.visit(&mut rewriter);
         if let Some(e) = rewriter.error {
@@ -101,6 +104,26 @@ fn strip_prefix(s: &str) -> &str {
     s.trim_start_matches("SQL error: ")
         .trim_start_matches("ParserError(")
         .trim_end_matches(')')
+}
+
+struct PlaceholderNumbering {
+    next: usize,
+}
+
+impl VisitorMut for PlaceholderNumbering {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Value(v) = expr {
+            if let Value::Placeholder(p) = &mut v.value {
+                if p == "?" {
+                    self.next += 1;
+                    *p = format!("${}", self.next);
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 struct VersionRewriter {
@@ -174,8 +197,9 @@ fn version_suffix(v: &TableVersion) -> std::result::Result<String, String> {
 
 /// Parses a timestamp literal (UTC when it carries no offset) into epoch milliseconds.
 fn timestamp_millis(s: &str) -> std::result::Result<i64, String> {
-    arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(s.trim())
-        .map(|n| n.div_euclid(1_000_000))
+    let utc: arrow::array::timezone::Tz = "+00:00".parse().map_err(|e| format!("{e}"))?;
+    arrow::compute::kernels::cast_utils::string_to_datetime(&utc, s.trim())
+        .map(|t| t.timestamp_millis())
         .map_err(|e| format!("invalid timestamp '{s}': {e}"))
 }
 
@@ -188,7 +212,10 @@ mod tests {
         for (sql, name) in [
             ("SELECT * FROM t FOR SYSTEM_TIME AS OF 3", "t@snapshot=3"),
             ("SELECT * FROM db.t VERSION AS OF 7", "t@snapshot=7"),
-            ("SELECT * FROM t FOR SYSTEM_TIME AS OF 'nightly'", "t@tag=nightly"),
+            (
+                "SELECT * FROM t FOR SYSTEM_TIME AS OF 'nightly'",
+                "t@tag=nightly",
+            ),
             (
                 "SELECT * FROM t FOR SYSTEM_TIME AS OF TIMESTAMP '1970-01-01 00:00:01'",
                 "t@ts=1000",
@@ -199,7 +226,13 @@ mod tests {
         }
         assert!(parse_one("SELECT * FROM t FOR SYSTEM_TIME AS OF 1 + 2").is_err());
         assert!(parse_one("SELECT 1; SELECT 2").is_err());
-        let s = parse_one("SELECT * FROM db.t$snapshots").unwrap().to_string();
+        let s = parse_one("SELECT a FROM t WHERE a = ? AND b < ?")
+            .unwrap()
+            .to_string();
+        assert!(s.contains("a = $1 AND b < $2"), "{s}");
+        let s = parse_one("SELECT * FROM db.t$snapshots")
+            .unwrap()
+            .to_string();
         assert!(s.contains("t$snapshots"), "{s}");
     }
 }

@@ -72,7 +72,9 @@ pub(super) fn table_definition(ct: &CreateTable) -> Result<(TableDefinition, boo
                 for col in &pk.columns {
                     match &col.column.expr {
                         Expr::Identifier(i) => def.primary_keys.push(i.value.clone()),
-                        other => return invalid!("PRIMARY KEY expects column names, got '{other}'"),
+                        other => {
+                            return invalid!("PRIMARY KEY expects column names, got '{other}'")
+                        }
                     }
                 }
             }
@@ -82,7 +84,7 @@ pub(super) fn table_definition(ct: &CreateTable) -> Result<(TableDefinition, boo
     // Primary-key columns are NOT NULL, as in Paimon.
     for (name, ty) in def.columns.iter_mut() {
         if def.primary_keys.contains(name) {
-            *ty = ty.clone().with_nullable(false);
+            *ty = (*ty).with_nullable(false);
         }
     }
     if let HiveDistributionStyle::PARTITIONED { columns } = &ct.hive_distribution {
@@ -113,7 +115,9 @@ pub(super) fn table_definition(ct: &CreateTable) -> Result<(TableDefinition, boo
                 };
                 def.options.insert(key.value.clone(), v);
             }
-            other => return invalid!("table option '{other}' is not supported; use 'key' = 'value'"),
+            other => {
+                return invalid!("table option '{other}' is not supported; use 'key' = 'value'")
+            }
         }
     }
     if let Some(c) = &ct.comment {
@@ -151,7 +155,7 @@ pub(super) async fn insert(
     engine: &SqlEngine,
     session: &SqlSession,
     ins: Insert,
-    params: &[ScalarValue],
+    param_rows: &[Vec<ScalarValue>],
 ) -> Result<i64> {
     if ins.on.is_some() || ins.returning.is_some() || ins.or.is_some() {
         return invalid!("INSERT ... ON CONFLICT / RETURNING / OR is not supported");
@@ -180,7 +184,10 @@ pub(super) async fn insert(
         if !layout.schema.partition_keys.contains(&key) {
             return invalid!("table {id}: '{key}' is not a partition key");
         }
-        let field = layout.schema.field(&key).expect("partition key is a column");
+        let field = layout
+            .schema
+            .field(&key)
+            .expect("partition key is a column");
         let scalar = match right.as_ref() {
             Expr::Value(v) => match &v.value {
                 Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
@@ -225,29 +232,34 @@ pub(super) async fn insert(
             Overwrite::Partitions(statics.clone())
         }
     });
-    let out = engine
-        .query(
-            session,
-            DFStatement::Statement(Box::new(Statement::Query(source))),
-            params,
-        )
-        .await?;
-    if out.schema.fields().len() != targets.len() {
-        return invalid!(
-            "INSERT into {id} has {} target column(s) but the query produces {}",
-            targets.len(),
-            out.schema.fields().len()
-        );
-    }
-    let shaped = out.stream.map(move |r| {
+    // One source query per parameter row, all written by one writer and committed once.
+    let source = DFStatement::Statement(Box::new(Statement::Query(source)));
+    let ident = id.to_string();
+    let width = targets.len();
+    let arrow_schema = Arc::clone(&layout.arrow_schema);
+    let outputs = futures::stream::iter(param_rows.to_vec())
+        .then(move |params| {
+            let stmt = source.clone();
+            async move { engine.query(session, stmt, &params).await }
+        })
+        .map(move |r| match r {
+            Ok(out) if out.schema.fields().len() == width => out.stream,
+            Ok(out) => futures::stream::once(futures::future::ready(invalid!(
+                "INSERT into {ident} has {width} target column(s) but the query produces {}",
+                out.schema.fields().len()
+            )))
+            .boxed(),
+            Err(e) => futures::stream::once(futures::future::ready(Err(e))).boxed(),
+        })
+        .flatten();
+    let name = id.to_string();
+    let shaped = outputs.map(move |r| {
         let b = r?;
-        shape(&table_for_shape(&id), &layout.arrow_schema, &b, &targets, &statics)
+        shape(&name, &arrow_schema, &b, &targets, &statics)
     });
-    table.write_stream(shaped.boxed(), WriteOptions::default(), overwrite).await
-}
-
-fn table_for_shape(id: &Identifier) -> String {
-    id.to_string()
+    table
+        .write_stream(shaped.boxed(), WriteOptions::default(), overwrite)
+        .await
 }
 
 /// Casts the query's columns to the table's types under the target names and adds static
@@ -293,7 +305,10 @@ fn shape(
             .field_with_name(name)
             .map(|f| f.data_type().clone())
             .unwrap_or(arrow::datatypes::DataType::Null);
-        cols.push(crate::spec::datum::datums_to_array(&ty, &vec![d.clone(); n])?);
+        cols.push(crate::spec::datum::datums_to_array(
+            &ty,
+            &vec![d.clone(); n],
+        )?);
         fields.push(Field::new(name, ty, true));
     }
     let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
@@ -381,7 +396,11 @@ fn with_kind(b: &RecordBatch, kind: &str) -> Result<RecordBatch> {
         .iter()
         .map(|f| f.as_ref().clone().with_nullable(true))
         .collect();
-    fields.push(Field::new(KIND_COLUMN, arrow::datatypes::DataType::Utf8, false));
+    fields.push(Field::new(
+        KIND_COLUMN,
+        arrow::datatypes::DataType::Utf8,
+        false,
+    ));
     let mut cols = b.columns().to_vec();
     cols.push(kinds_column(kind, b.num_rows()));
     RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(|e| {
@@ -452,8 +471,8 @@ pub(super) async fn update(
             };
             for (k, (i, _)) in assigned.iter().enumerate() {
                 let ty = arrow_schema.field(*i).data_type();
-                cols[*i] = arrow::compute::cast_with_options(b.column(n + k), ty, &opts).map_err(
-                    |e| {
+                cols[*i] =
+                    arrow::compute::cast_with_options(b.column(n + k), ty, &opts).map_err(|e| {
                         crate::error::InvalidArgumentSnafu {
                             message: format!(
                                 "table {table_name}, column '{}': {e}",
@@ -461,8 +480,7 @@ pub(super) async fn update(
                             ),
                         }
                         .build()
-                    },
-                )?;
+                    })?;
             }
             let fields: Vec<Field> = arrow_schema
                 .fields()
@@ -486,7 +504,9 @@ pub(super) async fn update(
             Ok(v) => futures::stream::iter(v),
             Err(e) => futures::stream::iter(vec![Err(e)]),
         });
-    let written = table.write_stream(rows.boxed(), kind_options(), None).await?;
+    let written = table
+        .write_stream(rows.boxed(), kind_options(), None)
+        .await?;
     Ok(if emit_before { written / 2 } else { written })
 }
 
@@ -509,7 +529,12 @@ pub(super) async fn delete(
     let (id, relation) = target_relation(engine, session, twj)?;
     let table = engine.catalog().load_table(&id).await?;
     let layout = check_row_level(&table, "DELETE")?;
-    let cols: Vec<String> = layout.schema.fields.iter().map(|f| quoted(&f.name)).collect();
+    let cols: Vec<String> = layout
+        .schema
+        .fields
+        .iter()
+        .map(|f| quoted(&f.name))
+        .collect();
     let mut sql = format!("SELECT {} FROM {relation}", cols.join(", "));
     if let Some(w) = &d.selection {
         sql.push_str(&format!(" WHERE {w}"));
@@ -518,4 +543,86 @@ pub(super) async fn delete(
     let out = engine.query(session, stmt, params).await?;
     let rows = out.stream.map(|r| r.and_then(|b| with_kind(&b, "-D")));
     table.write_stream(rows.boxed(), kind_options(), None).await
+}
+
+/// Literal arguments of `CALL sys.proc(...)`: strings, numbers and NULL.
+fn call_args(f: &datafusion::sql::sqlparser::ast::Function) -> Result<Vec<Option<String>>> {
+    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    let list = match &f.args {
+        FunctionArguments::None => return Ok(vec![]),
+        FunctionArguments::List(l) => &l.args,
+        FunctionArguments::Subquery(_) => return invalid!("CALL arguments must be literals"),
+    };
+    list.iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
+                Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Ok(Some(s.clone())),
+                Value::Number(n, _) => Ok(Some(n.clone())),
+                Value::Null => Ok(None),
+                other => invalid!("CALL argument '{other}' must be a string or a number"),
+            },
+            other => invalid!("CALL argument '{other}' must be a literal"),
+        })
+        .collect()
+}
+
+/// `CALL sys.create_tag('db.t', 'tag' [, snapshot_id])`, `CALL sys.delete_tag('db.t', 'tag')`,
+/// `CALL sys.rollback_to('db.t', snapshot_id | 'tag')`. Returns 0 (no rows written).
+pub(super) async fn call(
+    engine: &SqlEngine,
+    session: &SqlSession,
+    f: datafusion::sql::sqlparser::ast::Function,
+) -> Result<i64> {
+    let name = object_name_parts(&f.name)?;
+    let proc = match name.as_slice() {
+        [sys, p] if sys == "sys" => p.clone(),
+        _ => return invalid!("unknown procedure '{}'; procedures are sys.create_tag, sys.delete_tag and sys.rollback_to", f.name),
+    };
+    let args = call_args(&f)?;
+    let arg = |i: usize, what: &str| -> Result<String> {
+        match args.get(i).cloned().flatten() {
+            Some(v) => Ok(v),
+            None => invalid!("sys.{proc}: argument {} ({what}) is required", i + 1),
+        }
+    };
+    let table_name = arg(0, "table")?;
+    let parts: Vec<&str> = table_name.split('.').collect();
+    let id = match parts.as_slice() {
+        [t] => Identifier::new(session.database.clone(), t.to_string()),
+        [d, t] => Identifier::new(d.to_string(), t.to_string()),
+        _ => return invalid!("sys.{proc}: invalid table name '{table_name}'"),
+    };
+    let table = engine.catalog().load_table(&id).await?;
+    match proc.as_str() {
+        "create_tag" => {
+            let tag = arg(1, "tag name")?;
+            let snapshot = match args.get(2).cloned().flatten() {
+                Some(s) => Some(s.parse::<i64>().map_err(|_| {
+                    crate::error::InvalidArgumentSnafu {
+                        message: format!("sys.create_tag: snapshot id '{s}' is not a number"),
+                    }
+                    .build()
+                })?),
+                None => None,
+            };
+            table.create_tag(&tag, snapshot).await?;
+        }
+        "delete_tag" => {
+            table.delete_tag(&arg(1, "tag name")?).await?;
+        }
+        "rollback_to" => {
+            let to = arg(1, "snapshot id or tag")?;
+            let target = match to.parse::<i64>() {
+                Ok(id) => crate::table::lifecycle::RollbackTarget::Snapshot(id),
+                Err(_) => crate::table::lifecycle::RollbackTarget::Tag(to),
+            };
+            table.rollback_to(target).await?;
+        }
+        other => {
+            return invalid!(
+                "unknown procedure 'sys.{other}'; procedures are sys.create_tag, sys.delete_tag and sys.rollback_to"
+            )
+        }
+    }
+    Ok(0)
 }

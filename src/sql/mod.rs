@@ -32,8 +32,6 @@ use futures::stream::{self, BoxStream, StreamExt};
 use crate::catalog::{Catalog, Identifier};
 use crate::error::{invalid, Error, ErrorKind, Result};
 
-pub use provider::parse_table_name;
-
 /// The catalog name clients see.
 pub const CATALOG_NAME: &str = "tidelake";
 
@@ -123,37 +121,71 @@ fn internal(message: String) -> Error {
     crate::error::InternalSnafu { message }.build()
 }
 
-/// Converts a DataFusion error, unwrapping tidelake errors it carries.
-pub(crate) fn from_df(e: DataFusionError) -> Error {
-    let kind = match &e {
-        DataFusionError::External(_) => None,
-        DataFusionError::Context(_, _) | DataFusionError::Diagnostic(_, _) => None,
-        DataFusionError::ResourcesExhausted(_) => Some(ErrorKind::ResourceExhausted),
-        DataFusionError::NotImplemented(_) => Some(ErrorKind::Unsupported),
+/// The kind of a DataFusion error, looking through the wrappers DataFusion adds (context,
+/// diagnostics, errors shared between partitions, external errors) to a tidelake error inside.
+fn df_kind(e: &DataFusionError) -> ErrorKind {
+    match e {
+        DataFusionError::External(b) => {
+            if let Some(ours) = b.downcast_ref::<Error>() {
+                ours.kind()
+            } else if let Some(inner) = b.downcast_ref::<DataFusionError>() {
+                df_kind(inner)
+            } else if let Some(arrow) = b.downcast_ref::<arrow::error::ArrowError>() {
+                arrow_kind(arrow)
+            } else {
+                ErrorKind::Internal
+            }
+        }
+        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
+            df_kind(inner)
+        }
+        DataFusionError::Shared(inner) => df_kind(inner),
+        DataFusionError::ArrowError(a, _) => arrow_kind(a),
+        DataFusionError::ResourcesExhausted(_) => ErrorKind::ResourceExhausted,
+        DataFusionError::NotImplemented(_) => ErrorKind::Unsupported,
         DataFusionError::Plan(_)
         | DataFusionError::SQL(_, _)
         | DataFusionError::SchemaError(_, _)
-        | DataFusionError::ArrowError(_, _)
-        | DataFusionError::Execution(_) => Some(ErrorKind::InvalidArgument),
-        _ => Some(ErrorKind::Internal),
-    };
-    match (e, kind) {
-        (DataFusionError::External(b), _) => match b.downcast::<Error>() {
-            Ok(ours) => *ours,
-            Err(other) => crate::error::SqlSnafu {
-                message: other.to_string(),
-                kind: ErrorKind::Internal,
-            }
-            .build(),
+        | DataFusionError::Execution(_) => ErrorKind::InvalidArgument,
+        _ => ErrorKind::Internal,
+    }
+}
+
+fn arrow_kind(e: &arrow::error::ArrowError) -> ErrorKind {
+    match e {
+        arrow::error::ArrowError::ExternalError(b) => match b.downcast_ref::<Error>() {
+            Some(ours) => ours.kind(),
+            None => match b.downcast_ref::<DataFusionError>() {
+                Some(d) => df_kind(d),
+                None => ErrorKind::Internal,
+            },
         },
-        (DataFusionError::Context(_, inner), _) | (DataFusionError::Diagnostic(_, inner), _) => {
+        _ => ErrorKind::InvalidArgument,
+    }
+}
+
+/// Converts a DataFusion error, unwrapping tidelake errors it carries.
+pub(crate) fn from_df(e: DataFusionError) -> Error {
+    match e {
+        DataFusionError::External(b) => match b.downcast::<Error>() {
+            Ok(ours) => *ours,
+            Err(other) => match other.downcast::<DataFusionError>() {
+                Ok(inner) => from_df(*inner),
+                Err(other) => crate::error::SqlSnafu {
+                    message: other.to_string(),
+                    kind: ErrorKind::Internal,
+                }
+                .build(),
+            },
+        },
+        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
             from_df(*inner)
         }
-        (e, kind) => {
-            let message = e.strip_backtrace();
+        e => {
+            let kind = df_kind(&e);
             crate::error::SqlSnafu {
-                message,
-                kind: kind.unwrap_or(ErrorKind::Internal),
+                message: e.strip_backtrace(),
+                kind,
             }
             .build()
         }
@@ -198,10 +230,12 @@ impl SqlEngine {
             .with_runtime_env(runtime)
             .with_default_features()
             .build();
+        let table_functions = Arc::new(state.table_functions().keys().cloned().collect());
         state.catalog_list().register_catalog(
             CATALOG_NAME.to_string(),
             Arc::new(provider::WarehouseCatalog {
                 catalog: catalog.clone(),
+                table_functions,
             }),
         );
         Ok(Self {
@@ -256,7 +290,11 @@ impl SqlEngine {
                 .map(|(k, t)| Field::new(k, t, true))
                 .collect::<Vec<_>>(),
         ));
-        Ok((kind, Arc::new(plan.schema().as_arrow().clone()), param_schema))
+        Ok((
+            kind,
+            Arc::new(plan.schema().as_arrow().clone()),
+            param_schema,
+        ))
     }
 
     /// Runs one statement with positional parameters (`$1`, `$2`, ...).
@@ -295,6 +333,33 @@ impl SqlEngine {
             (StatementKind::Update, DFStatement::Statement(s)) => {
                 self.update(session, *s, params).await
             }
+            _ => invalid!("'{sql}' is a query, not an update; run it as a query"),
+        }
+    }
+
+    /// Runs an update once per parameter row. An INSERT is one commit for all rows (a batch of
+    /// `executemany` is atomic); other statements commit per row.
+    pub async fn execute_update_many(
+        &self,
+        session: &SqlSession,
+        sql: &str,
+        param_rows: &[Vec<ScalarValue>],
+    ) -> Result<i64> {
+        if param_rows.is_empty() {
+            return self.execute_update(session, sql, &[]).await;
+        }
+        let stmt = dialect::parse_one(sql)?;
+        match (classify(&stmt)?, stmt) {
+            (StatementKind::Update, DFStatement::Statement(s)) => match *s {
+                Statement::Insert(ins) => dml::insert(self, session, ins, param_rows).await,
+                other => {
+                    let mut total = 0;
+                    for params in param_rows {
+                        total += self.update(session, other.clone(), params).await?;
+                    }
+                    Ok(total)
+                }
+            },
             _ => invalid!("'{sql}' is a query, not an update; run it as a query"),
         }
     }
@@ -409,9 +474,10 @@ impl SqlEngine {
                     ])),
                     vec![
                         Arc::new(StringArray::from_iter_values(f.iter().map(|c| &c.name))),
-                        Arc::new(StringArray::from_iter_values(f.iter().map(|c| {
-                            c.data_type.clone().with_nullable(true).to_string()
-                        }))),
+                        Arc::new(StringArray::from_iter_values(
+                            f.iter()
+                                .map(|c| c.data_type.with_nullable(true).to_string()),
+                        )),
                         Arc::new(StringArray::from_iter_values(f.iter().map(|c| {
                             if c.data_type.nullable {
                                 "YES"
@@ -419,12 +485,14 @@ impl SqlEngine {
                                 "NO"
                             }
                         }))),
-                        Arc::new(StringArray::from_iter_values(f.iter().map(|c| {
-                            yes_no(schema.primary_keys.contains(&c.name))
-                        }))),
-                        Arc::new(StringArray::from_iter_values(f.iter().map(|c| {
-                            yes_no(schema.partition_keys.contains(&c.name))
-                        }))),
+                        Arc::new(StringArray::from_iter_values(
+                            f.iter()
+                                .map(|c| yes_no(schema.primary_keys.contains(&c.name))),
+                        )),
+                        Arc::new(StringArray::from_iter_values(
+                            f.iter()
+                                .map(|c| yes_no(schema.partition_keys.contains(&c.name))),
+                        )),
                         Arc::new(StringArray::from(
                             f.iter().map(|c| c.description.clone()).collect::<Vec<_>>(),
                         )),
@@ -470,6 +538,7 @@ impl SqlEngine {
             Statement::CreateTable(ct) => {
                 let id = self.identifier(session, &ct.name)?;
                 let (def, if_not_exists) = dml::table_definition(&ct)?;
+                self.require_database(&id.database).await?;
                 self.catalog.create_table(&id, &def, if_not_exists).await?;
                 Ok(0)
             }
@@ -526,10 +595,26 @@ impl SqlEngine {
                 let db = self.database_name(&db_name)?;
                 self.create_database(&db, if_not_exists).await
             }
-            Statement::Insert(ins) => dml::insert(self, session, ins, params).await,
+            Statement::Insert(ins) => {
+                dml::insert(self, session, ins, std::slice::from_ref(&params.to_vec())).await
+            }
             Statement::Update(u) => dml::update(self, session, u, params).await,
             Statement::Delete(d) => dml::delete(self, session, d, params).await,
+            Statement::Call(f) => dml::call(self, session, f).await,
             other => invalid!("statement not supported: {other}"),
+        }
+    }
+
+    async fn require_database(&self, db: &str) -> Result<()> {
+        if self.catalog.database_exists(db).await? {
+            Ok(())
+        } else {
+            crate::error::NotFoundSnafu {
+                message: format!(
+                    "database '{db}' does not exist; create it with CREATE DATABASE {db}"
+                ),
+            }
+            .fail()
         }
     }
 
@@ -620,7 +705,8 @@ fn classify(stmt: &DFStatement) -> Result<StatementKind> {
             | Statement::Delete(_)
             | Statement::Drop { .. }
             | Statement::CreateSchema { .. }
-            | Statement::CreateDatabase { .. } => Ok(StatementKind::Update),
+            | Statement::CreateDatabase { .. }
+            | Statement::Call(_) => Ok(StatementKind::Update),
             Statement::Copy { .. } => denied("COPY"),
             other => crate::error::SqlSnafu {
                 message: format!(

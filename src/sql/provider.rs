@@ -6,7 +6,6 @@
 //! Scans push projection, limit, partition equalities and primary-key ranges into the table scan;
 //! every filter is also re-applied by DataFusion (pushdown is `Inexact`).
 
-use std::any::Any;
 use std::sync::Arc;
 
 use arrow::array::{Array, RecordBatch};
@@ -38,6 +37,8 @@ pub(crate) fn df_err(e: Error) -> DataFusionError {
 #[derive(Debug)]
 pub(crate) struct WarehouseCatalog {
     pub(crate) catalog: Catalog,
+    /// Table functions (`generate_series`, `range`): not tables, left to DataFusion.
+    pub(crate) table_functions: Arc<std::collections::HashSet<String>>,
 }
 
 impl CatalogProvider for WarehouseCatalog {
@@ -50,6 +51,7 @@ impl CatalogProvider for WarehouseCatalog {
         Some(Arc::new(DatabaseSchema {
             catalog: self.catalog.clone(),
             database: name.to_string(),
+            table_functions: Arc::clone(&self.table_functions),
         }))
     }
 }
@@ -58,6 +60,7 @@ impl CatalogProvider for WarehouseCatalog {
 struct DatabaseSchema {
     catalog: Catalog,
     database: String,
+    table_functions: Arc<std::collections::HashSet<String>>,
 }
 
 #[async_trait]
@@ -70,6 +73,9 @@ impl SchemaProvider for DatabaseSchema {
         &self,
         name: &str,
     ) -> std::result::Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
+        if self.table_functions.contains(name) {
+            return Ok(None);
+        }
         resolve(&self.catalog, &self.database, name)
             .await
             .map(Some)
@@ -178,6 +184,7 @@ impl TableScanProvider {
         let schema = &layout.schema;
         let first_key = layout.key_indices.first().map(|&i| &schema.fields[i]);
         let mut out = Pushdown::default();
+        let mut equal: std::collections::HashMap<&str, Datum> = std::collections::HashMap::new();
         let mut conjuncts = Vec::new();
         for f in filters {
             split_and(f, &mut conjuncts);
@@ -194,6 +201,9 @@ impl TableScanProvider {
             };
             if datum.is_null() {
                 continue;
+            }
+            if op == Operator::Eq {
+                equal.insert(col, datum.clone());
             }
             if op == Operator::Eq && schema.partition_keys.iter().any(|p| p == col) {
                 out.partitions.push((col.to_string(), datum.clone()));
@@ -212,6 +222,12 @@ impl TableScanProvider {
                 }
             }
         }
+        let bucket_key: Option<Vec<Datum>> = layout
+            .bucket_key_indices
+            .iter()
+            .map(|&i| equal.get(schema.fields[i].name.as_str()).cloned())
+            .collect();
+        out.bucket_key = bucket_key.filter(|v| !v.is_empty());
         Ok(out)
     }
 }
@@ -221,6 +237,7 @@ struct Pushdown {
     partitions: Vec<(String, Datum)>,
     lower: Option<(Datum, bool)>,
     upper: Option<(Datum, bool)>,
+    bucket_key: Option<Vec<Datum>>,
 }
 
 fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
@@ -296,6 +313,9 @@ impl TableProvider for TableScanProvider {
         if push.lower.is_some() || push.upper.is_some() {
             scan = scan.key_range(push.lower, push.upper);
         }
+        if let Some(values) = push.bucket_key {
+            scan = scan.bucket_key(values);
+        }
         let plan = scan.plan().await.map_err(df_err)?;
         // Column names to read (the audit log's row kind is not a table column).
         let offset = usize::from(self.audit);
@@ -329,7 +349,8 @@ impl TableProvider for TableScanProvider {
             reorder,
             limit,
         });
-        let exec = StreamingTableExec::try_new(out_schema, vec![partition], None, [], false, limit)?;
+        let exec =
+            StreamingTableExec::try_new(out_schema, vec![partition], None, [], false, limit)?;
         Ok(Arc::new(exec))
     }
 }
@@ -373,7 +394,8 @@ impl PartitionStream for ScanPartition {
             .map(move |r| -> datafusion::common::Result<RecordBatch> {
                 let b = r.map_err(df_err)?;
                 let cols = reorder.iter().map(|&i| Arc::clone(b.column(i))).collect();
-                let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+                let opts =
+                    arrow::array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
                 RecordBatch::try_new_with_options(Arc::clone(&schema), cols, &opts)
                     .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
             })
@@ -384,7 +406,10 @@ impl PartitionStream for ScanPartition {
                 }
                 futures::future::ready(go)
             });
-        Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&self.schema), stream))
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        ))
     }
 }
 

@@ -35,7 +35,7 @@ pub(crate) async fn provider(
     let batch = match kind {
         "snapshots" => snapshots(table).await?,
         "schemas" => schemas(table).await?,
-        "options" => options(table),
+        "options" => options(table)?,
         "files" => files(table, selector).await?,
         "manifests" => manifests(table, selector).await?,
         "tags" => tags(table).await?,
@@ -240,7 +240,12 @@ async fn files(table: &Table, selector: &SnapshotSelector) -> Result<RecordBatch
                     .iter()
                     .map(|e| Some(render_row(&e.partition, &layout.partition_types))),
             ),
-            Arc::new(entries.iter().map(|e| Some(e.bucket)).collect::<Int32Array>()),
+            Arc::new(
+                entries
+                    .iter()
+                    .map(|e| Some(e.bucket))
+                    .collect::<Int32Array>(),
+            ),
             strings(paths),
             strings(entries.iter().map(|e| {
                 Some(

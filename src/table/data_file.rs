@@ -266,9 +266,12 @@ pub fn decode(path: &str, bytes: Bytes, target: &SchemaRef) -> Result<Vec<Record
                 None => Ok(new_null_array(f.data_type(), n)),
             })
             .collect::<Result<Vec<_>>>()?;
-        let batch = RecordBatch::try_new(Arc::clone(target), columns).context(ArrowSnafu {
-            context: format!("{path}: does not match the table schema"),
-        })?;
+        let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
+        let batch = RecordBatch::try_new_with_options(Arc::clone(target), columns, &opts).context(
+            ArrowSnafu {
+                context: format!("{path}: does not match the table schema"),
+            },
+        )?;
         out.push(batch);
     }
     Ok(out)

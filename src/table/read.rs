@@ -243,11 +243,13 @@ impl TableRead {
                     })?
                     .columns()
                     .to_vec();
-                let batch = RecordBatch::try_new(Arc::clone(&output_schema), columns).context(
-                    ArrowSnafu {
+                let opts =
+                    arrow::array::RecordBatchOptions::new().with_row_count(Some(merged.num_rows()));
+                let batch =
+                    RecordBatch::try_new_with_options(Arc::clone(&output_schema), columns, &opts)
+                        .context(ArrowSnafu {
                         context: "merged rows",
-                    },
-                )?;
+                    })?;
                 let batch = match &kind_schema {
                     Some(ks) => {
                         let kinds = merged

@@ -51,6 +51,8 @@ pub struct ScanBuilder {
     /// Bounds on the first primary-key column (value, inclusive): files whose key range lies
     /// outside are skipped.
     key_range: Option<KeyRange>,
+    /// Values of every bucket-key column (bucket-key order): only their bucket is read.
+    bucket_key: Option<Vec<Datum>>,
 }
 
 type Bound = Option<(Datum, bool)>;
@@ -95,6 +97,7 @@ impl ScanBuilder {
             partition_filter: vec![],
             all_levels: false,
             key_range: None,
+            bucket_key: None,
         }
     }
 
@@ -120,6 +123,13 @@ impl ScanBuilder {
     /// may still be returned (callers filter them).
     pub fn key_range(mut self, lower: Bound, upper: Bound) -> Self {
         self.key_range = Some(KeyRange { lower, upper });
+        self
+    }
+
+    /// Reads only the bucket that rows with these bucket-key values (one per bucket-key column,
+    /// in bucket-key order) hash to; fixed-bucket tables only, ignored otherwise.
+    pub fn bucket_key(mut self, values: Vec<Datum>) -> Self {
+        self.bucket_key = Some(values);
         self
     }
 
@@ -169,10 +179,29 @@ impl ScanBuilder {
         let skip_level0 = !self.all_levels
             && layout.is_primary_key_table()
             && layout.merge_engine == MergeEngine::FirstRow;
+        // The hash of the bucket key, when one bucket holds every wanted row.
+        let bucket_hash = match (&self.bucket_key, layout.bucket_mode) {
+            (Some(values), crate::spec::BucketMode::Fixed(_))
+                if values.len() == layout.bucket_key_indices.len() && !values.is_empty() =>
+            {
+                let mut w = binary_row::BinaryRowWriter::default();
+                w.reset(values.len());
+                for (i, v) in values.iter().enumerate() {
+                    w.write_datum(i, v);
+                }
+                Some(w.hash_code())
+            }
+            _ => None,
+        };
         let mut groups: BTreeMap<(Vec<u8>, i32), Vec<DataFileMeta>> = BTreeMap::new();
         for e in table.manifest_manager().live_entries(&snapshot).await? {
             if skip_level0 && e.file.level == 0 {
                 continue;
+            }
+            if let Some(h) = bucket_hash {
+                if e.total_buckets > 0 && binary_row::bucket_of(h, e.total_buckets) != e.bucket {
+                    continue;
+                }
             }
             if let (Some(range), true) = (&self.key_range, layout.is_primary_key_table()) {
                 let first = |row: &[u8]| {

@@ -59,8 +59,11 @@ impl Server {
 
     async fn client(&self) -> FlightServiceClient<Channel> {
         for _ in 0..50 {
-            if let Ok(c) = FlightServiceClient::connect(format!("http://{}", self.addr)).await {
-                return c;
+            let endpoint =
+                tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr)).unwrap();
+            if let Ok(channel) = endpoint.connect().await {
+                return FlightServiceClient::new(channel)
+                    .max_decoding_message_size(64 * 1024 * 1024);
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
@@ -132,11 +135,7 @@ async fn fetch(
         "no endpoint locations"
     );
     let ticket = info.endpoint[0].ticket.clone().unwrap();
-    let stream = c
-        .do_get(authed(ticket, token))
-        .await
-        .unwrap()
-        .into_inner();
+    let stream = c.do_get(authed(ticket, token)).await.unwrap().into_inner();
     let mut batches = FlightRecordBatchStream::new_from_flight_data(
         stream.map_err(arrow_flight::error::FlightError::from),
     );
@@ -145,11 +144,15 @@ async fn fetch(
         out.push(b.unwrap());
     }
     let streamed = batches.schema().cloned().unwrap();
-    assert_eq!(streamed.as_ref(), &declared, "DoGet schema equals FlightInfo schema");
+    assert_eq!(
+        streamed.as_ref(),
+        &declared,
+        "DoGet schema equals FlightInfo schema"
+    );
     out
 }
 
-async fn action<M: Message + Default>(
+async fn action(
     c: &mut FlightServiceClient<Channel>,
     token: &str,
     kind: &str,
@@ -174,8 +177,13 @@ async fn prepare(
         query: sql.to_string(),
         transaction_id: None,
     };
-    let bodies = action::<Any>(c, token, "CreatePreparedStatement", req.as_any().encode_to_vec())
-        .await?;
+    let bodies = action(
+        c,
+        token,
+        "CreatePreparedStatement",
+        req.as_any().encode_to_vec(),
+    )
+    .await?;
     let any = Any::decode(bodies[0].as_slice()).unwrap();
     let result: ActionCreatePreparedStatementResult = any.unpack().unwrap().unwrap();
     // `optional bool is_update = 4` is the trailing varint field 0x20.
@@ -187,9 +195,14 @@ async fn close(c: &mut FlightServiceClient<Channel>, token: &str, handle: bytes:
     let req = ActionClosePreparedStatementRequest {
         prepared_statement_handle: handle,
     };
-    action::<Any>(c, token, "ClosePreparedStatement", req.as_any().encode_to_vec())
-        .await
-        .unwrap();
+    action(
+        c,
+        token,
+        "ClosePreparedStatement",
+        req.as_any().encode_to_vec(),
+    )
+    .await
+    .unwrap();
 }
 
 /// DoPut of `batches` (possibly none) under a command descriptor; returns the PutResult body.
@@ -223,7 +236,10 @@ async fn put(
 async fn jdbc_update(c: &mut FlightServiceClient<Channel>, token: &str, sql: &str) -> i64 {
     let (prepared, is_update) = prepare(c, token, sql).await.unwrap();
     assert!(is_update, "{sql} is an update");
-    assert!(prepared.dataset_schema.is_empty(), "JDBC reads an empty schema as an update");
+    assert!(
+        prepared.dataset_schema.is_empty(),
+        "JDBC reads an empty schema as an update"
+    );
     let handle = prepared.prepared_statement_handle.clone();
     let body = put(
         c,
@@ -237,14 +253,23 @@ async fn jdbc_update(c: &mut FlightServiceClient<Channel>, token: &str, sql: &st
     .await
     .unwrap();
     close(c, token, handle).await;
-    DoPutUpdateResult::decode(body.as_slice()).unwrap().record_count
+    DoPutUpdateResult::decode(body.as_slice())
+        .unwrap()
+        .record_count
 }
 
 /// Executes a query as JDBC does: prepare (schema returned), GetFlightInfo + DoGet, close.
-async fn jdbc_query(c: &mut FlightServiceClient<Channel>, token: &str, sql: &str) -> Vec<RecordBatch> {
+async fn jdbc_query(
+    c: &mut FlightServiceClient<Channel>,
+    token: &str,
+    sql: &str,
+) -> Vec<RecordBatch> {
     let (prepared, is_update) = prepare(c, token, sql).await.unwrap();
     assert!(!is_update);
-    assert!(!prepared.dataset_schema.is_empty(), "a query's schema comes at prepare time");
+    assert!(
+        !prepared.dataset_schema.is_empty(),
+        "a query's schema comes at prepare time"
+    );
     let handle = prepared.prepared_statement_handle.clone();
     let batches = fetch(
         c,
@@ -280,7 +305,12 @@ async fn jdbc_call_sequence() {
     let info = fetch(&mut c, &token, cmd(CommandGetSqlInfo { info: vec![] })).await;
     let names: Vec<u32> = info
         .iter()
-        .flat_map(|b| b.column(0).as_primitive::<arrow::datatypes::UInt32Type>().values().to_vec())
+        .flat_map(|b| {
+            b.column(0)
+                .as_primitive::<arrow::datatypes::UInt32Type>()
+                .values()
+                .to_vec()
+        })
         .collect();
     for key in [
         SqlInfo::FlightSqlServerName as u32,
@@ -306,10 +336,18 @@ async fn jdbc_call_sequence() {
         0
     );
     assert_eq!(
-        jdbc_update(&mut c, &token, "INSERT INTO default.j VALUES (1, 'a'), (2, 'b'), (3, 'c')").await,
+        jdbc_update(
+            &mut c,
+            &token,
+            "INSERT INTO default.j VALUES (1, 'a'), (2, 'b'), (3, 'c')"
+        )
+        .await,
         3
     );
-    assert_eq!(jdbc_update(&mut c, &token, "DELETE FROM default.j WHERE id = 3").await, 1);
+    assert_eq!(
+        jdbc_update(&mut c, &token, "DELETE FROM default.j WHERE id = 3").await,
+        1
+    );
     let schemas = fetch(
         &mut c,
         &token,
@@ -337,7 +375,11 @@ async fn jdbc_call_sequence() {
     let ipc = tables[0].column(4).as_binary::<i32>().value(0).to_vec();
     let schema = arrow::ipc::convert::try_schema_from_ipc_buffer(&ipc).unwrap();
     assert_eq!(
-        schema.fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>(),
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect::<Vec<_>>(),
         vec!["id", "name"]
     );
     // 5. Queries: prepare returns the schema; GetFlightInfo + DoGet of the prepared query.

@@ -5,7 +5,6 @@ Its stderr is drained by a thread; the lines it printed while a test ran are att
 failing test. A watchdog stops the server when a test runs longer than `$TIDELAKE_TEST_TIMEOUT` seconds
 (default 600), so a hung RPC fails the run instead of hanging it.
 """
-import collections
 import os
 import pathlib
 import queue
@@ -34,11 +33,14 @@ class Server:
         self.proc = proc
         self.port = port
         self.host = "127.0.0.1"
-        self.uri = f"grpc://127.0.0.1:{port}"
         self.warehouse = pathlib.Path(warehouse)
         self.stderr_lines = []  # appended to by the drain thread (list.append is atomic)
         self.extra_stdout = []
         self.killed_by_watchdog = False
+
+    @property
+    def uri(self):
+        return f"grpc://{self.host}:{self.port}"
 
     def stderr_since(self, mark):
         return "".join(self.stderr_lines[mark:])
