@@ -28,6 +28,16 @@ pub struct TableRead {
     row_kind: bool,
 }
 
+/// Whether a primary-key split holds final rows, each key once: one sorted run above level 0
+/// without retractions (typically after a full compaction).
+fn is_raw(split: &Split) -> bool {
+    let first_level = split.files.first().map(|f| f.level).unwrap_or(0);
+    split
+        .files
+        .iter()
+        .all(|f| f.level > 0 && f.level == first_level && f.delete_row_count == Some(0))
+}
+
 /// `schema` with a leading non-null `rowkind` string column.
 pub fn with_row_kind_column(schema: &SchemaRef) -> SchemaRef {
     let mut fields = vec![Arc::new(arrow::datatypes::Field::new(
@@ -113,7 +123,27 @@ impl TableRead {
     /// consumer slows the reading; memory stays bounded whatever the table size).
     pub fn stream(&self, plan: Plan) -> BoxStream<'static, Result<RecordBatch>> {
         let this = self.clone();
-        stream::iter(plan.splits)
+        // Splits that need no merging are read file by file, so both readers stay busy even
+        // when one bucket holds everything (bucket-unaware append tables).
+        let layout = Arc::clone(&self.layout);
+        let row_kind = self.row_kind;
+        let parts = plan.splits.into_iter().flat_map(move |split| {
+            let unmerged = !layout.is_primary_key_table() || (!row_kind && is_raw(&split));
+            if unmerged && split.files.len() > 1 {
+                split
+                    .files
+                    .iter()
+                    .map(|f| Split {
+                        partition: split.partition.clone(),
+                        bucket: split.bucket,
+                        files: vec![f.clone()],
+                    })
+                    .collect::<Vec<_>>()
+            } else {
+                vec![split]
+            }
+        });
+        stream::iter(parts)
             .map(move |split| this.split_stream(split))
             .flatten_unordered(2)
             .boxed()
@@ -161,12 +191,7 @@ impl TableRead {
         // One sorted run above level 0 without retractions holds final rows, each key once (after
         // a full compaction, typically): it is read without merging, as Paimon's raw-convertible
         // splits are.
-        let first_level = split.files.first().map(|f| f.level).unwrap_or(0);
-        let raw = split
-            .files
-            .iter()
-            .all(|f| f.level > 0 && f.level == first_level && f.delete_row_count == Some(0))
-            && !self.row_kind;
+        let raw = is_raw(&split) && !self.row_kind;
         let pk = layout.is_primary_key_table() && !raw;
         // PK tables read the system columns plus projected and sequence-field columns.
         let (file_target, value_cols): (SchemaRef, Vec<usize>) = if pk {
