@@ -54,7 +54,7 @@ pub struct UserConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueryConfig {
-    /// Memory a statement may use for sorts, joins and aggregations.
+    /// Memory the running statements share for sorts, joins and aggregations.
     pub memory_limit_mb: Option<usize>,
     /// Wall-clock limit of a statement.
     pub timeout_seconds: Option<u64>,

@@ -38,8 +38,9 @@ pub const CATALOG_NAME: &str = "tidelake";
 /// Resource limits applied to every statement.
 #[derive(Debug, Clone, Default)]
 pub struct SqlLimits {
-    /// Memory DataFusion may use per statement for sorts, joins and aggregations (spilling is
-    /// off: over the limit, the statement fails with ResourceExhausted).
+    /// Memory DataFusion may use for sorts, joins and aggregations, shared by the statements
+    /// running at once (spilling is off: over the limit, a statement fails with
+    /// ResourceExhausted).
     pub memory_limit_bytes: Option<usize>,
     /// Wall-clock limit of a statement, result streaming included.
     pub query_timeout: Option<Duration>,
@@ -220,7 +221,12 @@ impl SqlEngine {
             o.sql_parser.map_string_types_to_utf8view = false;
             o.execution.parquet.schema_force_view_types = false;
         }
-        let mut runtime = RuntimeEnvBuilder::new();
+        // No spill files: statements never write outside the warehouse, and one over its memory
+        // limit fails instead of filling the local disk.
+        let mut runtime = RuntimeEnvBuilder::new().with_disk_manager_builder(
+            datafusion::execution::disk_manager::DiskManagerBuilder::default()
+                .with_mode(datafusion::execution::disk_manager::DiskManagerMode::Disabled),
+        );
         if let Some(limit) = limits.memory_limit_bytes {
             runtime = runtime.with_memory_limit(limit, 1.0);
         }

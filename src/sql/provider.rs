@@ -384,6 +384,7 @@ impl PartitionStream for ScanPartition {
             .unwrap_or(crate::table::Plan {
                 snapshot: None,
                 splits: vec![],
+                key_range: None,
             });
         let schema = Arc::clone(&self.schema);
         let reorder = self.reorder.clone();

@@ -252,6 +252,7 @@ pub(crate) async fn rewrite(
                         io.clone(),
                         Arc::clone(&layout.file_schema),
                         files,
+                        None,
                     )
                 })
                 .collect();

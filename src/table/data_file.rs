@@ -230,11 +230,88 @@ fn column_min_max(array: &ArrayRef, ty: &crate::spec::DataType) -> Result<(Datum
     Ok((min, max))
 }
 
+/// Keeps the row groups whose statistics for one key column may hold a value in a range (files
+/// are sorted by key, so a point lookup touches one row group of each file).
+#[derive(Debug, Clone)]
+pub(crate) struct RowGroupFilter {
+    /// The key column as stored (`_KEY_<name>`).
+    pub(crate) column: String,
+    pub(crate) ty: crate::spec::DataType,
+    pub(crate) range: super::scan::KeyRange,
+}
+
+impl RowGroupFilter {
+    /// The row groups to read, or `None` to read all (no usable statistics).
+    fn select(&self, md: &parquet::file::metadata::ParquetMetaData) -> Option<Vec<usize>> {
+        let schema = md.file_metadata().schema_descr();
+        let col = (0..schema.num_columns()).find(|&i| schema.column(i).name() == self.column)?;
+        let keep = md
+            .row_groups()
+            .iter()
+            .enumerate()
+            .filter(|(_, rg)| {
+                match rg
+                    .column(col)
+                    .statistics()
+                    .and_then(|s| stats_range(s, &self.ty))
+                {
+                    Some((min, max)) => self.range.overlaps(&min, &max),
+                    None => true,
+                }
+            })
+            .map(|(i, _)| i)
+            .collect();
+        Some(keep)
+    }
+}
+
+/// A row group's min and max of a key column, for the types whose statistics are exact bounds.
+fn stats_range(
+    s: &parquet::file::statistics::Statistics,
+    ty: &crate::spec::DataType,
+) -> Option<(crate::spec::Datum, crate::spec::Datum)> {
+    use crate::spec::{Datum, TypeRoot};
+    use parquet::file::statistics::Statistics as S;
+    match (s, ty.root) {
+        (S::Int32(v), TypeRoot::Int) => {
+            Some((Datum::Int(*v.min_opt()?), Datum::Int(*v.max_opt()?)))
+        }
+        (S::Int64(v), TypeRoot::BigInt) => {
+            Some((Datum::BigInt(*v.min_opt()?), Datum::BigInt(*v.max_opt()?)))
+        }
+        (S::ByteArray(v), TypeRoot::VarChar(_) | TypeRoot::Char(_))
+            if v.min_is_exact() && v.max_is_exact() =>
+        {
+            let min = std::str::from_utf8(v.min_opt()?.data()).ok()?;
+            let max = std::str::from_utf8(v.max_opt()?.data()).ok()?;
+            Some((
+                Datum::String(min.to_string()),
+                Datum::String(max.to_string()),
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// Decodes a Parquet data file into batches of `target`: columns are found by name, missing ones
 /// read as null, and types are cast where the writer chose another representation (e.g.
 /// `large_string`).
 pub fn decode(path: &str, bytes: Bytes, target: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).context(ParquetSnafu { path })?;
+    decode_filtered(path, bytes, target, None)
+}
+
+/// [`decode`], reading only the row groups `filter` keeps.
+pub(crate) fn decode_filtered(
+    path: &str,
+    bytes: Bytes,
+    target: &SchemaRef,
+    filter: Option<&RowGroupFilter>,
+) -> Result<Vec<RecordBatch>> {
+    let mut builder =
+        ParquetRecordBatchReaderBuilder::try_new(bytes).context(ParquetSnafu { path })?;
+    if let Some(groups) = filter.and_then(|f| f.select(builder.metadata())) {
+        builder = builder.with_row_groups(groups);
+    }
     let file_fields = builder.schema().fields().clone();
     let mut roots = Vec::new();
     for f in target.fields() {
@@ -283,11 +360,12 @@ pub(crate) fn run_stream(
     io: crate::io::FileIo,
     schema: arrow::datatypes::SchemaRef,
     files: Vec<String>,
+    filter: Option<Arc<RowGroupFilter>>,
 ) -> crate::lsm::merge::stream::RunStream {
     Box::new(files.into_iter().flat_map(move |path| {
         let batches = handle
             .block_on(io.read(&path))
-            .and_then(|bytes| decode(&path, bytes, &schema));
+            .and_then(|bytes| decode_filtered(&path, bytes, &schema, filter.as_deref()));
         match batches {
             Ok(bs) => bs.into_iter().map(Ok).collect::<Vec<_>>(),
             Err(e) => vec![Err(e)],

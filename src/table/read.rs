@@ -127,6 +127,16 @@ impl TableRead {
         // when one bucket holds everything (bucket-unaware append tables).
         let layout = Arc::clone(&self.layout);
         let row_kind = self.row_kind;
+        // Row groups are skipped by the first key column's statistics when the plan was pruned
+        // by a key range (primary-key tables, whose files are sorted by key).
+        let filter = match (&plan.key_range, layout.key_indices.first()) {
+            (Some(range), Some(&k)) => Some(Arc::new(data_file::RowGroupFilter {
+                column: format!("_KEY_{}", layout.schema.fields[k].name),
+                ty: layout.key_types[0],
+                range: range.clone(),
+            })),
+            _ => None,
+        };
         let parts = plan.splits.into_iter().flat_map(move |split| {
             let unmerged = !layout.is_primary_key_table() || (!row_kind && is_raw(&split));
             if unmerged && split.files.len() > 1 {
@@ -144,7 +154,7 @@ impl TableRead {
             }
         });
         stream::iter(parts)
-            .map(move |split| this.split_stream(split))
+            .map(move |split| this.split_stream(split, filter.clone()))
             .flatten_unordered(2)
             .boxed()
     }
@@ -156,13 +166,17 @@ impl TableRead {
 
     /// Reads one split into memory (tests and small tables; see [`Self::stream`]).
     pub async fn read_split(&self, split: &Split) -> Result<Vec<RecordBatch>> {
-        self.split_stream(split.clone()).try_collect().await
+        self.split_stream(split.clone(), None).try_collect().await
     }
 
     /// The rows of one split as a stream, produced by a blocking task.
-    fn split_stream(&self, split: Split) -> BoxStream<'static, Result<RecordBatch>> {
+    fn split_stream(
+        &self,
+        split: Split,
+        filter: Option<Arc<data_file::RowGroupFilter>>,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
-        match self.split_task(split, tx.clone()) {
+        match self.split_task(split, tx.clone(), filter) {
             Ok(task) => {
                 tokio::task::spawn_blocking(move || {
                     if let Err(e) = task() {
@@ -185,6 +199,7 @@ impl TableRead {
         &self,
         split: Split,
         tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+        filter: Option<Arc<data_file::RowGroupFilter>>,
     ) -> Result<impl FnOnce() -> Result<()> + Send + 'static> {
         let dir = self.table.bucket_dir(&split.partition, split.bucket)?;
         let layout = Arc::clone(&self.layout);
@@ -248,7 +263,13 @@ impl TableRead {
         };
         Ok(move || -> Result<()> {
             let streams = runs.into_iter().map(|files| {
-                data_file::run_stream(handle.clone(), io.clone(), Arc::clone(&file_target), files)
+                data_file::run_stream(
+                    handle.clone(),
+                    io.clone(),
+                    Arc::clone(&file_target),
+                    files,
+                    filter.clone(),
+                )
             });
             let Some(spec) = spec else {
                 for batch in streams.flatten() {

@@ -33,6 +33,8 @@ pub struct Split {
 pub struct Plan {
     pub snapshot: Option<Snapshot>,
     pub splits: Vec<Split>,
+    /// The key range the files were pruned by; readers may skip row groups outside it too.
+    pub key_range: Option<KeyRange>,
 }
 
 impl Plan {
@@ -57,15 +59,17 @@ pub struct ScanBuilder {
 
 type Bound = Option<(Datum, bool)>;
 
+/// Bounds on the first primary-key column (value, inclusive).
 #[derive(Debug, Clone)]
-struct KeyRange {
+pub struct KeyRange {
     lower: Bound,
     upper: Bound,
 }
 
 impl KeyRange {
-    /// Whether a file whose first key column spans `[min, max]` may hold a key in range.
-    fn overlaps(&self, min: &Datum, max: &Datum) -> bool {
+    /// Whether a file or row group whose first key column spans `[min, max]` may hold a key in
+    /// range.
+    pub(crate) fn overlaps(&self, min: &Datum, max: &Datum) -> bool {
         use std::cmp::Ordering::*;
         let above_lower = match &self.lower {
             None => true,
@@ -162,6 +166,7 @@ impl ScanBuilder {
             return Ok(Plan {
                 snapshot: None,
                 splits: vec![],
+                key_range: None,
             });
         };
         let layout = table.layout()?;
@@ -249,6 +254,10 @@ impl ScanBuilder {
         Ok(Plan {
             snapshot: Some(snapshot),
             splits,
+            key_range: self
+                .key_range
+                .clone()
+                .filter(|_| layout.is_primary_key_table()),
         })
     }
 }

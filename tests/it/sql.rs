@@ -286,3 +286,57 @@ async fn pypaimon_reads_what_sql_writes() {
     assert_eq!(theirs, crate::common::read_rows(&table, None).await);
     assert_eq!(theirs.len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_limit_and_timeout_stop_statements() {
+    let s = Scratch::new();
+    s.catalog.create_database("default", true).await.unwrap();
+    let session = SqlSession::default();
+    // A sort of 2M rows needs far more than 1 MiB.
+    let small = SqlEngine::new(
+        s.catalog.clone(),
+        tidelake::sql::SqlLimits {
+            memory_limit_bytes: Some(1024 * 1024),
+            query_timeout: None,
+        },
+    )
+    .unwrap();
+    let sort = "SELECT value FROM generate_series(1, 2000000) ORDER BY value DESC";
+    let err = match small.execute(&session, sort, &[]).await {
+        Ok(out) => out.collect().await.unwrap_err(),
+        Err(e) => e,
+    };
+    assert_eq!(
+        err.kind(),
+        tidelake::error::ErrorKind::ResourceExhausted,
+        "{err}"
+    );
+    // The same statement fits without the limit.
+    let roomy = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    let out = roomy.execute(&session, sort, &[]).await.unwrap();
+    let n: usize = out
+        .collect()
+        .await
+        .unwrap()
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
+    assert_eq!(n, 2_000_000);
+    // A statement that outlives the timeout fails with ResourceExhausted and says why.
+    let hasty = SqlEngine::new(
+        s.catalog.clone(),
+        tidelake::sql::SqlLimits {
+            memory_limit_bytes: None,
+            query_timeout: Some(std::time::Duration::from_millis(1)),
+        },
+    )
+    .unwrap();
+    let slow =
+        "SELECT count(*) FROM generate_series(1, 3000) a CROSS JOIN generate_series(1, 3000) b";
+    let err = match hasty.execute(&session, slow, &[]).await {
+        Ok(out) => out.collect().await.unwrap_err(),
+        Err(e) => e,
+    };
+    assert_eq!(err.kind(), tidelake::error::ErrorKind::ResourceExhausted);
+    assert!(err.to_string().contains("timeout"), "{err}");
+}
