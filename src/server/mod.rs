@@ -149,7 +149,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     };
     let listener = TcpListener::bind(addr).await.map_err(io_err)?;
     let bound = listener.local_addr().map_err(io_err)?;
-    let server = run(listener, &options, shutdown_signal());
+    let server = run(listener, &options, shutdown_signal()?);
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -211,23 +211,32 @@ pub async fn run(
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called (before the
+/// listening line is printed), so a signal sent right after start-up is never missed.
+#[cfg(unix)]
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let install = |kind: SignalKind| {
+        signal(kind).map_err(|e| {
+            crate::error::LocalIoSnafu {
+                path: "signal handler".to_string(),
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
+            .into_error(e)
+        })
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
+    let mut term = install(SignalKind::terminate())?;
+    let mut int = install(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
+    })
+}
+
+#[cfg(not(unix))]
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }

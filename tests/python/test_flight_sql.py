@@ -1282,3 +1282,24 @@ def test_pypaimon_and_server_share_a_table(conn, db, warehouse):
     assert rows(conn, f"SELECT * FROM {name}") == [(1, "from"), (2, "pypaimon")]
     dml(conn, f"INSERT INTO {name} VALUES (2, 'server'), (3, 'new')")
     assert paimon_read(warehouse, name) == [(1, "from"), (2, "server"), (3, "new")]
+
+
+def test_sigterm_right_after_start_is_a_clean_shutdown(tmp_path):
+    """The signal handlers are installed before the listening line: a SIGTERM sent the moment the
+    port is known still ends the server with exit code 0 (not killed by the signal)."""
+    import os
+    import signal
+    import subprocess
+
+    from conftest import LISTEN_RE, _binary
+
+    env = dict(os.environ, TIDELAKE_USER=USER, TIDELAKE_PASSWORD=PASSWORD)
+    for _ in range(3):
+        proc = subprocess.Popen(
+            [str(_binary()), "serve", "--warehouse", str(tmp_path / "wh"), "--listen", "127.0.0.1:0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        line = proc.stdout.readline().decode().strip()
+        assert LISTEN_RE.match(line), line
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        proc.stdout.close()
