@@ -379,9 +379,10 @@ impl SqlEngine {
         let timed = stream::unfold(Some(stream), move |state| async move {
             let mut s = state?;
             match tokio::time::timeout_at(deadline, s.next()).await {
-                Ok(Some(item)) => Some((item, Some(s))),
+                // A batch that arrives after the deadline (computed in one long poll) fails too.
+                Ok(Some(item)) if tokio::time::Instant::now() <= deadline => Some((item, Some(s))),
                 Ok(None) => None,
-                Err(_) => Some((
+                _ => Some((
                     crate::error::SqlSnafu {
                         message: format!("statement exceeded the query timeout of {limit:?}"),
                         kind: ErrorKind::ResourceExhausted,

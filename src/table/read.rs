@@ -123,8 +123,9 @@ impl TableRead {
     /// consumer slows the reading; memory stays bounded whatever the table size).
     pub fn stream(&self, plan: Plan) -> BoxStream<'static, Result<RecordBatch>> {
         let this = self.clone();
-        // Splits that need no merging are read file by file, so both readers stay busy even
-        // when one bucket holds everything (bucket-unaware append tables).
+        // Splits that need no merging are read file by file, in order, with the next file decoded
+        // while the current one streams: both readers stay busy even when one bucket holds
+        // everything (bucket-unaware append tables).
         let layout = Arc::clone(&self.layout);
         let row_kind = self.row_kind;
         // Row groups are skipped by the first key column's statistics when the plan was pruned
@@ -137,26 +138,29 @@ impl TableRead {
             })),
             _ => None,
         };
-        let parts = plan.splits.into_iter().flat_map(move |split| {
+        let parts = plan.splits.into_iter().map(move |split| {
             let unmerged = !layout.is_primary_key_table() || (!row_kind && is_raw(&split));
-            if unmerged && split.files.len() > 1 {
-                split
-                    .files
-                    .iter()
-                    .map(|f| Split {
-                        partition: split.partition.clone(),
-                        bucket: split.bucket,
-                        files: vec![f.clone()],
-                    })
-                    .collect::<Vec<_>>()
-            } else {
-                vec![split]
+            if !(unmerged && split.files.len() > 1) {
+                return this.split_stream(split, filter.clone());
             }
+            // File by file in order (append order is kept), the next file decoded meanwhile.
+            let files: Vec<Split> = split
+                .files
+                .iter()
+                .map(|f| Split {
+                    partition: split.partition.clone(),
+                    bucket: split.bucket,
+                    files: vec![f.clone()],
+                })
+                .collect();
+            let (reader, filter) = (this.clone(), filter.clone());
+            stream::iter(files)
+                .map(move |one| futures::future::ready(reader.split_stream(one, filter.clone())))
+                .buffered(2)
+                .flatten()
+                .boxed()
         });
-        stream::iter(parts)
-            .map(move |split| this.split_stream(split, filter.clone()))
-            .flatten_unordered(2)
-            .boxed()
+        stream::iter(parts).flatten_unordered(2).boxed()
     }
 
     /// Reads every row of `plan` into memory.
