@@ -241,10 +241,49 @@ pub(crate) struct RowGroupFilter {
 }
 
 impl RowGroupFilter {
+    fn column(&self, md: &parquet::file::metadata::ParquetMetaData) -> Option<usize> {
+        let schema = md.file_metadata().schema_descr();
+        (0..schema.num_columns()).find(|&i| schema.column(i).name() == self.column)
+    }
+
+    /// Within the kept row groups, the rows of the pages whose key statistics may hold a key in
+    /// range (from the page index); `None` to read every row of them.
+    fn pages(
+        &self,
+        md: &parquet::file::metadata::ParquetMetaData,
+        groups: &[usize],
+    ) -> Option<parquet::arrow::arrow_reader::RowSelection> {
+        use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+        let col = self.column(md)?;
+        let (ci, oi) = (md.column_index()?, md.offset_index()?);
+        let mut selectors = Vec::new();
+        for &rg in groups {
+            let rows = usize::try_from(md.row_group(rg).num_rows()).ok()?;
+            let index = ci.get(rg)?.get(col)?;
+            let pages = oi.get(rg)?.get(col)?.page_locations();
+            for (p, page) in pages.iter().enumerate() {
+                let start = usize::try_from(page.first_row_index).ok()?;
+                let end = match pages.get(p + 1) {
+                    Some(next) => usize::try_from(next.first_row_index).ok()?,
+                    None => rows,
+                };
+                let keep = match page_range(index, p, &self.ty) {
+                    Some((min, max)) => self.range.overlaps(&min, &max),
+                    None => true,
+                };
+                selectors.push(if keep {
+                    RowSelector::select(end - start)
+                } else {
+                    RowSelector::skip(end - start)
+                });
+            }
+        }
+        Some(RowSelection::from(selectors))
+    }
+
     /// The row groups to read, or `None` to read all (no usable statistics).
     fn select(&self, md: &parquet::file::metadata::ParquetMetaData) -> Option<Vec<usize>> {
-        let schema = md.file_metadata().schema_descr();
-        let col = (0..schema.num_columns()).find(|&i| schema.column(i).name() == self.column)?;
+        let col = self.column(md)?;
         let keep = md
             .row_groups()
             .iter()
@@ -262,6 +301,36 @@ impl RowGroupFilter {
             .map(|(i, _)| i)
             .collect();
         Some(keep)
+    }
+}
+
+/// A page's min and max of a key column (page-index bounds may be truncated strings: a truncated
+/// min is still a lower bound and parquet rounds a truncated max up).
+fn page_range(
+    index: &parquet::file::page_index::column_index::ColumnIndexMetaData,
+    page: usize,
+    ty: &crate::spec::DataType,
+) -> Option<(crate::spec::Datum, crate::spec::Datum)> {
+    use crate::spec::{Datum, TypeRoot};
+    use parquet::file::page_index::column_index::ColumnIndexMetaData as I;
+    match (index, ty.root) {
+        (I::INT32(ix), TypeRoot::Int) => Some((
+            Datum::Int(*ix.min_value(page)?),
+            Datum::Int(*ix.max_value(page)?),
+        )),
+        (I::INT64(ix), TypeRoot::BigInt) => Some((
+            Datum::BigInt(*ix.min_value(page)?),
+            Datum::BigInt(*ix.max_value(page)?),
+        )),
+        (I::BYTE_ARRAY(ix), TypeRoot::VarChar(_) | TypeRoot::Char(_)) => {
+            let min = std::str::from_utf8(ix.min_value(page)?).ok()?;
+            let max = std::str::from_utf8(ix.max_value(page)?).ok()?;
+            Some((
+                Datum::String(min.to_string()),
+                Datum::String(max.to_string()),
+            ))
+        }
+        _ => None,
     }
 }
 
@@ -307,10 +376,19 @@ pub(crate) fn decode_filtered(
     target: &SchemaRef,
     filter: Option<&RowGroupFilter>,
 ) -> Result<Vec<RecordBatch>> {
-    let mut builder =
-        ParquetRecordBatchReaderBuilder::try_new(bytes).context(ParquetSnafu { path })?;
-    if let Some(groups) = filter.and_then(|f| f.select(builder.metadata())) {
-        builder = builder.with_row_groups(groups);
+    // The page index is read only when pages may be skipped.
+    let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(
+        parquet::file::metadata::PageIndexPolicy::from(filter.is_some()),
+    );
+    let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
+        .context(ParquetSnafu { path })?;
+    if let Some(f) = filter {
+        if let Some(groups) = f.select(builder.metadata()) {
+            if let Some(rows) = f.pages(builder.metadata(), &groups) {
+                builder = builder.with_row_selection(rows);
+            }
+            builder = builder.with_row_groups(groups);
+        }
     }
     let file_fields = builder.schema().fields().clone();
     let mut roots = Vec::new();
