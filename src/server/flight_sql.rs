@@ -587,6 +587,20 @@ impl TidelakeFlightSql {
     }
 }
 
+/// FlightInfo of a metadata command: its ticket is the command itself (as an `Any`).
+fn metadata_info<C: ProstMessageExt>(
+    schema: &Schema,
+    cmd: &C,
+    request: Request<FlightDescriptor>,
+) -> std::result::Result<Response<FlightInfo>, Status> {
+    let ticket = cmd.as_any().encode_to_vec().into();
+    Ok(Response::new(flight_info(
+        schema,
+        ticket,
+        request.into_inner(),
+    )?))
+}
+
 fn descriptor_of<T: Message>(cmd: &T, type_url: &str) -> FlightDescriptor {
     let any = arrow_flight::sql::Any {
         type_url: type_url.to_string(),
@@ -674,12 +688,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         let schema = query.into_builder().schema();
-        let info = flight_info(
-            &schema,
-            query.as_any().encode_to_vec().into(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        metadata_info(&schema, &query, request)
     }
 
     async fn do_get_catalogs(
@@ -699,12 +708,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         let schema = query.clone().into_builder().schema();
-        let info = flight_info(
-            &schema,
-            query.as_any().encode_to_vec().into(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        metadata_info(&schema, &query, request)
     }
 
     async fn do_get_schemas(
@@ -735,12 +739,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         let schema = query.clone().into_builder().schema();
-        let info = flight_info(
-            &schema,
-            query.as_any().encode_to_vec().into(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        metadata_info(&schema, &query, request)
     }
 
     async fn do_get_tables(
@@ -781,12 +780,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         let schema = query.into_builder().schema();
-        let info = flight_info(
-            &schema,
-            query.as_any().encode_to_vec().into(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        metadata_info(&schema, &query, request)
     }
 
     async fn do_get_table_types(
@@ -805,12 +799,7 @@ impl FlightSqlService for TidelakeFlightSql {
         query: CommandGetSqlInfo,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let info = flight_info(
-            &self.sql_info.schema(),
-            query.as_any().encode_to_vec().into(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        metadata_info(&self.sql_info.schema(), &query, request)
     }
 
     async fn do_get_sql_info(
@@ -830,12 +819,7 @@ impl FlightSqlService for TidelakeFlightSql {
         query: CommandGetPrimaryKeys,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let info = flight_info(
-            &metadata::primary_keys_schema(),
-            query.as_any().encode_to_vec().into(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        metadata_info(&metadata::primary_keys_schema(), &query, request)
     }
 
     async fn do_get_primary_keys(
@@ -866,12 +850,7 @@ impl FlightSqlService for TidelakeFlightSql {
         query: CommandGetExportedKeys,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let info = flight_info(
-            &metadata::foreign_keys_schema(),
-            query.as_any().encode_to_vec().into(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        metadata_info(&metadata::foreign_keys_schema(), &query, request)
     }
 
     async fn do_get_exported_keys(
@@ -889,12 +868,7 @@ impl FlightSqlService for TidelakeFlightSql {
         query: CommandGetImportedKeys,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let info = flight_info(
-            &metadata::foreign_keys_schema(),
-            query.as_any().encode_to_vec().into(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        metadata_info(&metadata::foreign_keys_schema(), &query, request)
     }
 
     async fn do_get_imported_keys(
@@ -912,12 +886,7 @@ impl FlightSqlService for TidelakeFlightSql {
         query: CommandGetCrossReference,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let info = flight_info(
-            &metadata::foreign_keys_schema(),
-            query.as_any().encode_to_vec().into(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        metadata_info(&metadata::foreign_keys_schema(), &query, request)
     }
 
     async fn do_get_cross_reference(
@@ -936,12 +905,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         let schema = query.into_builder(&self.xdbc).schema();
-        let info = flight_info(
-            &schema,
-            query.as_any().encode_to_vec().into(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        metadata_info(&schema, &query, request)
     }
 
     async fn do_get_xdbc_type_info(

@@ -168,22 +168,9 @@ impl Table {
         options: WriteOptions,
         overwrite: Option<Overwrite>,
     ) -> Result<CommitOutcome> {
-        if let Some(ow) = &overwrite {
-            commit::validate_overwrite(
-                ow,
-                &self.schema().partition_keys,
-                &self.identifier().to_string(),
-            )?;
-        }
-        let mut w = self.new_write(options)?;
-        w.set_wait_compaction(true);
-        for b in batches {
-            w.write(b).await?;
-        }
-        let messages = w.prepare_commit().await?;
-        self.new_commit(uuid::Uuid::new_v4().to_string())
-            .commit(messages, BATCH_COMMIT_IDENTIFIER, overwrite)
-            .await
+        use futures::StreamExt;
+        let stream = futures::stream::iter(batches.iter().cloned().map(Ok)).boxed();
+        Ok(self.write_and_commit(stream, options, overwrite).await?.1)
     }
 
     /// Writes every batch of `batches` and commits them as one snapshot (a batch job: nothing is
@@ -191,10 +178,19 @@ impl Table {
     /// Returns the number of rows written.
     pub async fn write_stream(
         &self,
-        mut batches: futures::stream::BoxStream<'_, Result<RecordBatch>>,
+        batches: futures::stream::BoxStream<'_, Result<RecordBatch>>,
         options: WriteOptions,
         overwrite: Option<Overwrite>,
     ) -> Result<i64> {
+        Ok(self.write_and_commit(batches, options, overwrite).await?.0)
+    }
+
+    async fn write_and_commit(
+        &self,
+        mut batches: futures::stream::BoxStream<'_, Result<RecordBatch>>,
+        options: WriteOptions,
+        overwrite: Option<Overwrite>,
+    ) -> Result<(i64, CommitOutcome)> {
         use futures::StreamExt;
         if let Some(ow) = &overwrite {
             commit::validate_overwrite(
@@ -227,9 +223,9 @@ impl Table {
         }
         .await;
         let closed = w.close().await;
-        committed?;
+        let outcome = committed?;
         closed?;
-        Ok(count)
+        Ok((count, outcome))
     }
 
     /// Reads the whole table at `selector` with an optional projection.
