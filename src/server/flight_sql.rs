@@ -271,9 +271,10 @@ impl TidelakeFlightSql {
         session: &SqlSession,
         descriptor: FlightDescriptor,
     ) -> std::result::Result<FlightInfo, Status> {
+        let first = handle.param_rows()?.into_iter().next().unwrap_or_default();
         let (kind, schema, _) = self
             .engine
-            .describe(session, &handle.sql)
+            .describe_with(session, &handle.sql, &first)
             .await
             .map_err(to_status)?;
         let schema = match kind {

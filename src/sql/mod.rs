@@ -272,6 +272,17 @@ impl SqlEngine {
         session: &SqlSession,
         sql: &str,
     ) -> Result<(StatementKind, SchemaRef, SchemaRef)> {
+        self.describe_with(session, sql, &[]).await
+    }
+
+    /// [`Self::describe`] with parameters bound (a result type may depend on them, as in
+    /// `SELECT $1`).
+    pub async fn describe_with(
+        &self,
+        session: &SqlSession,
+        sql: &str,
+        bound: &[ScalarValue],
+    ) -> Result<(StatementKind, SchemaRef, SchemaRef)> {
         let stmt = dialect::parse_one(sql)?;
         let kind = classify(&stmt)?;
         if kind == StatementKind::Update {
@@ -296,6 +307,12 @@ impl SqlEngine {
                 .map(|(k, t)| Field::new(k, t, true))
                 .collect::<Vec<_>>(),
         ));
+        let plan = if bound.is_empty() {
+            plan
+        } else {
+            plan.with_param_values(ParamValues::from(bound.to_vec()))
+                .map_err(from_df)?
+        };
         Ok((
             kind,
             Arc::new(plan.schema().as_arrow().clone()),

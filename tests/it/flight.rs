@@ -420,6 +420,39 @@ async fn jdbc_call_sequence() {
     .await;
     assert_eq!(strings(&rows, 0), vec!["b"]);
     close(&mut c, &token, prepared.prepared_statement_handle).await;
+    // A result type that depends on the bound value: FlightInfo's schema is planned with it.
+    let (prepared, _) = prepare(&mut c, &token, "SELECT $1 AS x").await.unwrap();
+    let param_schema = Schema::new(vec![Field::new("$1", DataType::Int64, true)]);
+    let params = RecordBatch::try_new(
+        std::sync::Arc::new(param_schema.clone()),
+        vec![std::sync::Arc::new(arrow::array::Int64Array::from(vec![5]))],
+    )
+    .unwrap();
+    let body = put(
+        &mut c,
+        &token,
+        cmd(CommandPreparedStatementQuery {
+            prepared_statement_handle: prepared.prepared_statement_handle.clone(),
+        }),
+        param_schema,
+        vec![params],
+    )
+    .await
+    .unwrap();
+    let handle = DoPutPreparedStatementResult::decode(body.as_slice())
+        .unwrap()
+        .prepared_statement_handle
+        .unwrap();
+    let rows = fetch(
+        &mut c,
+        &token,
+        cmd(CommandPreparedStatementQuery {
+            prepared_statement_handle: handle,
+        }),
+    )
+    .await;
+    assert_eq!(rows[0].schema().field(0).data_type(), &DataType::Int64);
+    assert_eq!(strings(&rows, 0), vec!["5"]);
     // 7. Bad SQL: InvalidArgument at prepare, and the connection stays usable.
     let err = prepare(&mut c, &token, "SELEC nonsense").await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument, "{err}");
