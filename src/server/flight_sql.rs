@@ -602,14 +602,6 @@ fn metadata_info<C: ProstMessageExt>(
     )?))
 }
 
-fn descriptor_of<T: Message>(cmd: &T, type_url: &str) -> FlightDescriptor {
-    let any = arrow_flight::sql::Any {
-        type_url: type_url.to_string(),
-        value: cmd.encode_to_vec().into(),
-    };
-    FlightDescriptor::new_cmd(any.encode_to_vec())
-}
-
 #[tonic::async_trait]
 impl FlightSqlService for TidelakeFlightSql {
     type FlightService = TidelakeFlightSql;
@@ -1009,9 +1001,4 @@ impl FlightSqlService for TidelakeFlightSql {
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
-}
-
-/// A descriptor for a Flight SQL command (used by tests and tools).
-pub fn command_descriptor(cmd: &CommandStatementQuery) -> FlightDescriptor {
-    descriptor_of(cmd, CommandStatementQuery::type_url())
 }

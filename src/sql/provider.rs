@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, RecordBatch};
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
 use datafusion::common::{DataFusionError, ScalarValue};
@@ -423,12 +423,6 @@ pub(crate) fn mem_table(schema: SchemaRef, batch: RecordBatch) -> Result<Arc<dyn
         .build()
     })?;
     Ok(Arc::new(t))
-}
-
-/// An empty schema (used by statements that return no rows).
-#[allow(dead_code)]
-pub(crate) fn empty_schema() -> SchemaRef {
-    Arc::new(Schema::empty())
 }
 
 #[cfg(test)]
