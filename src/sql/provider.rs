@@ -345,7 +345,7 @@ impl TableProvider for TableScanProvider {
         let partition = Arc::new(ScanPartition {
             schema: Arc::clone(&out_schema),
             read,
-            plan: std::sync::Mutex::new(Some(plan)),
+            plan,
             reorder,
             limit,
         });
@@ -355,11 +355,11 @@ impl TableProvider for TableScanProvider {
     }
 }
 
-/// One streamed scan; executes once (a re-execution plans nothing and yields no rows).
+/// One streamed scan of a planned snapshot; every execution reads the same files.
 struct ScanPartition {
     schema: SchemaRef,
     read: crate::table::TableRead,
-    plan: std::sync::Mutex<Option<crate::table::Plan>>,
+    plan: crate::table::Plan,
     reorder: Vec<usize>,
     limit: Option<usize>,
 }
@@ -376,16 +376,7 @@ impl PartitionStream for ScanPartition {
     }
 
     fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let plan = self
-            .plan
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .unwrap_or(crate::table::Plan {
-                snapshot: None,
-                splits: vec![],
-                key_range: None,
-            });
+        let plan = self.plan.clone();
         let schema = Arc::clone(&self.schema);
         let reorder = self.reorder.clone();
         let mut remaining = self.limit.unwrap_or(usize::MAX);

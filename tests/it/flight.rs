@@ -231,6 +231,46 @@ async fn put(
         .unwrap_or_default())
 }
 
+/// Binds one Int64 parameter to a prepared query (DoPut) and fetches it with the new handle.
+async fn bind_and_fetch(
+    c: &mut FlightServiceClient<Channel>,
+    token: &str,
+    handle: bytes::Bytes,
+    value: i64,
+) -> Vec<RecordBatch> {
+    let param_schema = Schema::new(vec![Field::new("$1", DataType::Int64, true)]);
+    let params = RecordBatch::try_new(
+        std::sync::Arc::new(param_schema.clone()),
+        vec![std::sync::Arc::new(arrow::array::Int64Array::from(vec![
+            value,
+        ]))],
+    )
+    .unwrap();
+    let body = put(
+        c,
+        token,
+        cmd(CommandPreparedStatementQuery {
+            prepared_statement_handle: handle,
+        }),
+        param_schema,
+        vec![params],
+    )
+    .await
+    .unwrap();
+    let new_handle = DoPutPreparedStatementResult::decode(body.as_slice())
+        .unwrap()
+        .prepared_statement_handle
+        .unwrap();
+    fetch(
+        c,
+        token,
+        cmd(CommandPreparedStatementQuery {
+            prepared_statement_handle: new_handle,
+        }),
+    )
+    .await
+}
+
 /// Executes an update as JDBC does: prepare (empty dataset schema, is_update), DoPut of the
 /// prepared update, close. Returns the count.
 async fn jdbc_update(c: &mut FlightServiceClient<Channel>, token: &str, sql: &str) -> i64 {
@@ -389,66 +429,22 @@ async fn jdbc_call_sequence() {
     let (prepared, _) = prepare(&mut c, &token, "SELECT name FROM default.j WHERE id = $1")
         .await
         .unwrap();
-    let param_schema = Schema::new(vec![Field::new("$1", DataType::Int64, true)]);
-    let params = RecordBatch::try_new(
-        std::sync::Arc::new(param_schema.clone()),
-        vec![std::sync::Arc::new(arrow::array::Int64Array::from(vec![2]))],
-    )
-    .unwrap();
-    let body = put(
+    let rows = bind_and_fetch(
         &mut c,
         &token,
-        cmd(CommandPreparedStatementQuery {
-            prepared_statement_handle: prepared.prepared_statement_handle.clone(),
-        }),
-        param_schema,
-        vec![params],
-    )
-    .await
-    .unwrap();
-    let new_handle = DoPutPreparedStatementResult::decode(body.as_slice())
-        .unwrap()
-        .prepared_statement_handle
-        .unwrap();
-    let rows = fetch(
-        &mut c,
-        &token,
-        cmd(CommandPreparedStatementQuery {
-            prepared_statement_handle: new_handle,
-        }),
+        prepared.prepared_statement_handle.clone(),
+        2,
     )
     .await;
     assert_eq!(strings(&rows, 0), vec!["b"]);
     close(&mut c, &token, prepared.prepared_statement_handle).await;
     // A result type that depends on the bound value: FlightInfo's schema is planned with it.
     let (prepared, _) = prepare(&mut c, &token, "SELECT $1 AS x").await.unwrap();
-    let param_schema = Schema::new(vec![Field::new("$1", DataType::Int64, true)]);
-    let params = RecordBatch::try_new(
-        std::sync::Arc::new(param_schema.clone()),
-        vec![std::sync::Arc::new(arrow::array::Int64Array::from(vec![5]))],
-    )
-    .unwrap();
-    let body = put(
+    let rows = bind_and_fetch(
         &mut c,
         &token,
-        cmd(CommandPreparedStatementQuery {
-            prepared_statement_handle: prepared.prepared_statement_handle.clone(),
-        }),
-        param_schema,
-        vec![params],
-    )
-    .await
-    .unwrap();
-    let handle = DoPutPreparedStatementResult::decode(body.as_slice())
-        .unwrap()
-        .prepared_statement_handle
-        .unwrap();
-    let rows = fetch(
-        &mut c,
-        &token,
-        cmd(CommandPreparedStatementQuery {
-            prepared_statement_handle: handle,
-        }),
+        prepared.prepared_statement_handle.clone(),
+        5,
     )
     .await;
     assert_eq!(rows[0].schema().field(0).data_type(), &DataType::Int64);
