@@ -4,10 +4,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${TIDELAKE_VENV:-.venv}
-STAMP="$VENV/.tidelake-deps-v3"
-if [ ! -f "$STAMP" ]; then
+STAMP="$VENV/.tidelake-deps-v4"
+# v4 = v3's dependencies + the client package (clients/python); a v3 environment only gets the latter.
+if [ ! -f "$STAMP" ] && [ -f "$VENV/.tidelake-deps-v3" ] &&
+  "$VENV/bin/python" -c "import pypaimon, pyarrow, adbc_driver_flightsql.dbapi, pytest, deltalake, polars" 2>/dev/null; then
+  DEPS_PRESENT=1
+else
+  DEPS_PRESENT=0
+fi
+if [ ! -f "$STAMP" ] && [ "$DEPS_PRESENT" = 0 ]; then
   python3 -m venv "$VENV" >&2
   "$VENV/bin/pip" install --quiet --upgrade pip >&2
+  # To install clients/python in editable mode without build isolation (PEP 660 needs setuptools >= 64).
+  "$VENV/bin/pip" install --quiet 'setuptools>=64' wheel >&2
   # pypaimon 2.1.0 pins an old pyarrow (<20) and polars; it works with current ones
   # (../shared/bench/README.md), so it is installed without its pins and its runtime deps are listed here.
   "$VENV/bin/pip" install --quiet pyarrow numpy 'pandas<3' fastavro zstandard 'fsspec<2026' packaging \
@@ -18,6 +27,18 @@ if [ ! -f "$STAMP" ]; then
   "$VENV/bin/pip" install --quiet adbc-driver-flightsql adbc-driver-manager pytest >&2
   "$VENV/bin/pip" install --quiet --no-deps pypaimon==2.1.0 >&2
   "$VENV/bin/python" -c "import pypaimon, pyarrow, adbc_driver_flightsql.dbapi, pytest" >&2
+fi
+if [ ! -f "$STAMP" ]; then
+  # The Python client (`import tidelake`: changelog subscriptions), editable, offline: its only
+  # dependency (pyarrow) is installed above. Without setuptools >= 64 and wheel (a venv made offline),
+  # a .pth file puts the source directory on the path, which is what an editable install amounts to.
+  if "$VENV/bin/python" -c "import sys, setuptools, wheel; sys.exit(int(setuptools.__version__.split('.')[0]) < 64)" 2>/dev/null; then
+    "$VENV/bin/pip" install --quiet --no-deps --no-build-isolation --no-index -e clients/python >&2
+  else
+    SITE=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    echo "$PWD/clients/python" > "$SITE/tidelake-client.pth"
+  fi
+  "$VENV/bin/python" -c "import tidelake" >&2
   touch "$STAMP"
 fi
 echo "$VENV/bin/python"

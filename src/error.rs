@@ -17,6 +17,8 @@ pub enum ErrorKind {
     Unauthenticated,
     PermissionDenied,
     ResourceExhausted,
+    /// A position outside what is retained (an expired snapshot).
+    OutOfRange,
     Unavailable,
     Internal,
 }
@@ -107,6 +109,13 @@ pub enum Error {
         #[snafu(implicit)]
         location: Location,
     },
+    /// A read position that is no longer (or not yet) retained.
+    #[snafu(display("{message}"))]
+    OutOfRange {
+        message: String,
+        #[snafu(implicit)]
+        location: Location,
+    },
     /// A broken invariant inside tidelake: a bug, not a user mistake.
     #[snafu(display("internal error: {message}"))]
     Internal {
@@ -142,6 +151,7 @@ impl Error {
             Error::Unsupported { .. } => ErrorKind::Unsupported,
             Error::Conflict { .. } => ErrorKind::Conflict,
             Error::Internal { .. } => ErrorKind::Internal,
+            Error::OutOfRange { .. } => ErrorKind::OutOfRange,
             Error::Sql { kind, .. } => *kind,
         }
     }

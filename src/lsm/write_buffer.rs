@@ -103,4 +103,9 @@ impl PendingRun {
     pub fn merge(self) -> Result<Option<RecordBatch>> {
         merge_runs(&self.batches, &self.spec)
     }
+
+    /// Every record sorted by key, unmerged (the `input` producer's changelog).
+    pub fn sorted(&self) -> Result<Option<RecordBatch>> {
+        super::merge::sort_records(&self.batches, &self.spec)
+    }
 }

@@ -15,6 +15,7 @@ pub fn code(kind: ErrorKind) -> Code {
         ErrorKind::Unauthenticated => Code::Unauthenticated,
         ErrorKind::PermissionDenied => Code::PermissionDenied,
         ErrorKind::ResourceExhausted => Code::ResourceExhausted,
+        ErrorKind::OutOfRange => Code::OutOfRange,
         ErrorKind::Unavailable => Code::Unavailable,
         ErrorKind::Internal => Code::Internal,
     }

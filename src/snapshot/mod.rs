@@ -5,6 +5,7 @@
 //! latest id is the hint's value only if `snapshot-(hint+1)` does not exist, otherwise the directory
 //! listing decides, parsed and sorted numerically.
 
+pub mod consumer;
 pub mod expire;
 pub mod tag;
 

@@ -12,7 +12,7 @@ pub mod types;
 
 pub use binary_row::Datum;
 pub use manifest::{DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta, SimpleStats};
-pub use options::{BucketMode, CoreOptions, MergeEngine};
+pub use options::{BucketMode, ChangelogProducer, CoreOptions, MergeEngine};
 pub use schema::{DataField, TableSchema};
 pub use snapshot::{CommitKind, Snapshot};
 pub use types::{DataType, TypeRoot};

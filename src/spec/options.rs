@@ -35,6 +35,43 @@ impl MergeEngine {
     }
 }
 
+/// How a primary-key table produces its changelog (`changelog-producer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangelogProducer {
+    /// No changelog files: streaming reads see the merged delta of each APPEND snapshot.
+    None,
+    /// The writer's input records, unmerged, in changelog files at each flush.
+    Input,
+    /// Compactions of level-0 files compare each key with its value in higher levels.
+    Lookup,
+    /// Full compactions compare each key with its value in the max level.
+    FullCompaction,
+}
+
+impl ChangelogProducer {
+    pub fn parse(v: &str) -> Result<Self, String> {
+        Ok(match v.trim().to_ascii_lowercase().as_str() {
+            "none" => Self::None,
+            "input" => Self::Input,
+            "lookup" => Self::Lookup,
+            "full-compaction" => Self::FullCompaction,
+            other => {
+                return Err(format!(
+                    "unknown changelog-producer '{other}' (expected none, input, lookup or full-compaction)"
+                ))
+            }
+        })
+    }
+
+    /// The producer of a table (`none` when unset or unparsable; tables are validated on create).
+    pub fn of(opts: &CoreOptions<'_>) -> Self {
+        opts.get(CHANGELOG_PRODUCER)
+            .and_then(|v| Self::parse(v).ok())
+            .unwrap_or(Self::None)
+    }
+}
+
+pub const CHANGELOG_PRODUCER: &str = "changelog-producer";
 pub const BUCKET: &str = "bucket";
 pub const BUCKET_KEY: &str = "bucket-key";
 pub const FILE_FORMAT: &str = "file.format";

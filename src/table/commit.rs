@@ -117,6 +117,8 @@ impl TableCommit {
                 .collect()
         };
         let adds = entries(|m| &m.new_files, FileKind::Add);
+        let changelog = entries(|m| &m.changelog_files, FileKind::Add);
+        let compact_changelog = entries(|m| &m.compact_changelog, FileKind::Add);
         let mut compaction = entries(|m| &m.compact_before, FileKind::Delete);
         compaction.extend(entries(|m| &m.compact_after, FileKind::Add));
         if adds.is_empty() && overwrite.is_none() && compaction.is_empty() {
@@ -138,12 +140,18 @@ impl TableCommit {
                 CommitKind::Append
             };
             outcome = self
-                .try_commit(kind, adds, overwrite.as_ref(), identifier)
+                .try_commit(kind, adds, changelog, overwrite.as_ref(), identifier)
                 .await?;
         }
         if !compaction.is_empty() {
             outcome = match self
-                .try_commit(CommitKind::Compact, compaction, None, identifier)
+                .try_commit(
+                    CommitKind::Compact,
+                    compaction,
+                    compact_changelog,
+                    None,
+                    identifier,
+                )
                 .await
             {
                 Ok(o) => o,
@@ -181,7 +189,7 @@ impl TableCommit {
     async fn remove_unpublished(&self, messages: &[CommitMessage]) {
         for m in messages {
             if let Ok(dir) = self.table.bucket_dir(&m.partition, m.bucket) {
-                for f in &m.compact_after {
+                for f in m.compact_after.iter().chain(&m.compact_changelog) {
                     let _ = self
                         .table
                         .io()
@@ -198,6 +206,7 @@ impl TableCommit {
         &self,
         kind: CommitKind,
         fixed: Vec<ManifestEntry>,
+        changelog: Vec<ManifestEntry>,
         overwrite: Option<&Overwrite>,
         identifier: i64,
     ) -> Result<CommitOutcome> {
@@ -209,6 +218,21 @@ impl TableCommit {
         let mut attempt = 0u32;
         // The manifest of ADDs does not depend on the base, so retries reuse it.
         let mut adds_manifest: Option<ManifestFileMeta> = None;
+        // The changelog's manifest list does not depend on the base either.
+        let changelog_list = if changelog.is_empty() {
+            None
+        } else {
+            let m = mm
+                .write_manifest(
+                    &self.namer,
+                    &changelog,
+                    &layout.partition_types,
+                    layout.schema.id,
+                )
+                .await?;
+            Some(mm.write_manifest_list(&self.namer, &[m]).await?)
+        };
+        let changelog_rows: i64 = changelog.iter().map(|e| e.file.row_count).sum();
         loop {
             let latest = sm.latest().await?;
             if kind == CommitKind::Compact {
@@ -303,8 +327,8 @@ impl TableCommit {
                 base_manifest_list_size: Some(base_size),
                 delta_manifest_list: delta_list.clone(),
                 delta_manifest_list_size: Some(delta_size),
-                changelog_manifest_list: None,
-                changelog_manifest_list_size: None,
+                changelog_manifest_list: changelog_list.as_ref().map(|l| l.0.clone()),
+                changelog_manifest_list_size: changelog_list.as_ref().map(|l| l.1),
                 index_manifest: latest.as_ref().and_then(|s| s.index_manifest.clone()),
                 commit_user: self.commit_user.clone(),
                 commit_identifier: identifier,
@@ -318,7 +342,7 @@ impl TableCommit {
                         + delta_records,
                 ),
                 delta_record_count: Some(delta_records),
-                changelog_record_count: None,
+                changelog_record_count: changelog_list.as_ref().map(|_| changelog_rows),
                 watermark: latest.as_ref().and_then(|s| s.watermark),
                 statistics: None,
                 properties: None,
@@ -368,6 +392,7 @@ impl TableCommit {
     async fn after_publish(&self, id: i64) {
         let sm = self.table.snapshot_manager();
         sm.write_latest_hint(id).await;
+        super::changelog::notify_commit();
         if id == 1 {
             sm.write_earliest_hint(1).await;
         }

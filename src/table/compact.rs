@@ -23,14 +23,16 @@ use super::write::CommitMessage;
 use super::Table;
 use crate::catalog::now_millis;
 use crate::error::{ArrowSnafu, InternalSnafu, Result};
+use crate::lsm::changelog::chunk_changelog;
 use crate::lsm::compaction::{pick, pick_full, PickerOptions, RunSize};
 use crate::lsm::levels::{sorted_runs, LevelSortedRun};
-use crate::lsm::merge::stream::{merge_streams, RunStream};
+use crate::lsm::merge::merge_runs;
+use crate::lsm::merge::stream::{stream_chunks, RunStream};
 use crate::manifest::FileNamer;
 use crate::spec::binary_row::Datum;
 use crate::spec::manifest::FileSource;
 use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
-use crate::spec::{CoreOptions, DataFileMeta};
+use crate::spec::{ChangelogProducer, CoreOptions, DataFileMeta};
 
 /// Minimum number of small files before an append bucket is compacted (`compaction.min.file-num`).
 const APPEND_MIN_FILE_NUM: usize = 5;
@@ -109,6 +111,52 @@ pub(crate) fn plan(
     Some((inputs, unit.output_level))
 }
 
+/// What a writer's compaction must achieve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Force {
+    /// Every level-0 file up into level 1 or above (the `lookup` producer's changelog comes from
+    /// these compactions; Paimon's `ForceUpLevel0Compaction`).
+    Level0,
+    /// Everything into the max level (the `full-compaction` producer).
+    Full,
+}
+
+/// The compaction a bucket needs now, with `force` raising the picker's choice.
+pub(crate) fn plan_forced(
+    layout: &TableLayout,
+    files: &[DataFileMeta],
+    opts: &PickerOptions,
+    force: Option<Force>,
+) -> Option<(Vec<DataFileMeta>, i32)> {
+    match force {
+        None => plan(layout, files, opts, false),
+        Some(Force::Full) => plan(layout, files, opts, true),
+        Some(Force::Level0) => {
+            let runs = sorted_runs(files);
+            let l0 = runs.iter().take_while(|r| r.level == 0).count();
+            if l0 == 0 || !layout.is_primary_key_table() {
+                return plan(layout, files, opts, false);
+            }
+            // The universal picker's choice when it already takes every level-0 file.
+            if let Some((inputs, level)) = plan(layout, files, opts, false) {
+                if level > 0 && inputs.iter().filter(|f| f.level == 0).count() == l0 {
+                    return Some((inputs, level));
+                }
+            }
+            let (take, level) = match runs.get(l0) {
+                None => (l0, opts.max_level),
+                Some(r) if r.level > 1 => (l0, r.level - 1),
+                Some(r) => (l0 + 1, r.level),
+            };
+            let inputs = runs[..take]
+                .iter()
+                .flat_map(|r| r.files.iter().cloned())
+                .collect();
+            Some((inputs, level))
+        }
+    }
+}
+
 fn highest_level(runs: &[LevelSortedRun]) -> i32 {
     runs.iter().map(|r| r.level).max().unwrap_or(-1)
 }
@@ -124,6 +172,125 @@ pub(crate) struct BucketCompaction<'a> {
     pub(crate) output_level: i32,
 }
 
+/// Which changelog a compaction produces (`changelog-producer` = `lookup` or `full-compaction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CompactionChangelog {
+    /// Level-0 inputs against what levels above 0 held (`row_deduplicate`: equal values emit
+    /// nothing).
+    Lookup { row_deduplicate: bool },
+    /// Everything against what the max level held.
+    Full,
+}
+
+/// The changelog a compaction into `output_level` must produce, if any.
+fn compaction_changelog(
+    layout: &TableLayout,
+    inputs: &[DataFileMeta],
+    output_level: i32,
+) -> Option<CompactionChangelog> {
+    if !layout.is_primary_key_table() {
+        return None;
+    }
+    let opts = CoreOptions::new(&layout.schema.options);
+    match ChangelogProducer::of(&opts) {
+        ChangelogProducer::Lookup if output_level > 0 && inputs.iter().any(|f| f.level == 0) => {
+            Some(CompactionChangelog::Lookup {
+                row_deduplicate: opts
+                    .get("changelog-producer.row-deduplicate")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            })
+        }
+        ChangelogProducer::FullCompaction if output_level == picker_options(&opts).max_level => {
+            Some(CompactionChangelog::Full)
+        }
+        _ => None,
+    }
+}
+
+/// Files of one compaction output (data or changelog): rows are gathered up to the target file
+/// size, encoded and written.
+struct OutputFiles {
+    layout: Arc<TableLayout>,
+    io: crate::io::FileIo,
+    handle: tokio::runtime::Handle,
+    dir: String,
+    names: std::vec::IntoIter<String>,
+    level: i32,
+    rows_per_file: usize,
+    /// Append outputs are renumbered from this sequence number, keeping order.
+    append_first_seq: Option<i64>,
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    written: Vec<DataFileMeta>,
+}
+
+impl OutputFiles {
+    fn accept(&mut self, batch: RecordBatch) -> Result<()> {
+        let mut start = 0;
+        while start < batch.num_rows() {
+            let take = (self.rows_per_file - self.pending_rows).min(batch.num_rows() - start);
+            self.pending.push(batch.slice(start, take));
+            self.pending_rows += take;
+            start += take;
+            if self.pending_rows >= self.rows_per_file {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending_rows == 0 {
+            return Ok(());
+        }
+        let batch =
+            concat_batches(&self.layout.file_schema, self.pending.iter()).context(ArrowSnafu {
+                context: "assembling a compaction output",
+            })?;
+        self.pending.clear();
+        let n = self.pending_rows as i64;
+        self.pending_rows = 0;
+        let name = self.names.next().ok_or_else(|| {
+            InternalSnafu {
+                message: "ran out of file names".to_string(),
+            }
+            .build()
+        })?;
+        let seq = self.append_first_seq.map(|first| {
+            self.append_first_seq = Some(first + n);
+            (first, first + n - 1)
+        });
+        let (bytes, meta) = data_file::encode(
+            &self.layout,
+            &batch,
+            name,
+            self.level,
+            seq,
+            FileSource::Compact,
+            now_millis(),
+        )?;
+        self.handle.block_on(
+            self.io
+                .write(&format!("{}/{}", self.dir, meta.file_name), bytes),
+        )?;
+        self.written.push(meta);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Vec<DataFileMeta>> {
+        self.flush()?;
+        Ok(self.written)
+    }
+}
+
+/// What a compaction wrote: the new data files and, for changelog producers that derive the
+/// changelog at compaction, its changelog files.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Rewritten {
+    pub(crate) files: Vec<DataFileMeta>,
+    pub(crate) changelog: Vec<DataFileMeta>,
+}
+
 /// Rewrites the job's inputs into its output level; returns the new files, written and durable but
 /// not committed.
 pub(crate) async fn rewrite(
@@ -131,7 +298,7 @@ pub(crate) async fn rewrite(
     layout: &Arc<TableLayout>,
     namer: &FileNamer,
     job: BucketCompaction<'_>,
-) -> Result<Vec<DataFileMeta>> {
+) -> Result<Rewritten> {
     let BucketCompaction {
         partition,
         bucket,
@@ -143,8 +310,44 @@ pub(crate) async fn rewrite(
     let pk = layout.is_primary_key_table();
     // Deletes can go only when no older data lies below the output level.
     let drop_delete = output_level != 0 && output_level >= highest_level(&sorted_runs(all_files));
+    let changelog = compaction_changelog(layout, inputs, output_level);
+    // Lookup: the before image of a key may lie in higher levels the compaction does not rewrite;
+    // those files (the ones overlapping the level-0 inputs' keys) are read alongside.
+    let lookup_files: Vec<DataFileMeta> = match changelog {
+        Some(CompactionChangelog::Lookup { .. }) => {
+            let l0: Vec<&DataFileMeta> = inputs.iter().filter(|f| f.level == 0).collect();
+            let kt = &layout.key_types;
+            let min = l0
+                .iter()
+                .map(|f| &f.min_key)
+                .min_by(|a, b| data_file::compare_keys(a, b, kt));
+            let max = l0
+                .iter()
+                .map(|f| &f.max_key)
+                .max_by(|a, b| data_file::compare_keys(a, b, kt));
+            all_files
+                .iter()
+                .filter(|f| f.level > 0)
+                .filter(|f| {
+                    !inputs
+                        .iter()
+                        .any(|i| i.file_name == f.file_name && i.level == f.level)
+                })
+                .filter(|f| match (min, max) {
+                    (Some(lo), Some(hi)) => {
+                        data_file::compare_keys(&f.max_key, lo, kt).is_ge()
+                            && data_file::compare_keys(&f.min_key, hi, kt).is_le()
+                    }
+                    _ => false,
+                })
+                .cloned()
+                .collect()
+        }
+        _ => vec![],
+    };
     let input_bytes: i64 = inputs.iter().map(|f| f.file_size).sum();
     let input_rows: i64 = inputs.iter().map(|f| f.row_count).sum();
+    let lookup_rows: i64 = lookup_files.iter().map(|f| f.row_count).sum();
     let first_seq = inputs
         .iter()
         .map(|f| f.min_sequence_number)
@@ -153,124 +356,122 @@ pub(crate) async fn rewrite(
     let target = CoreOptions::new(&layout.schema.options).target_file_size();
     let rows_per_file =
         ((target as f64 / (input_bytes.max(1) as f64 / input_rows.max(1) as f64)) as usize).max(1);
-    // Output never has more rows than input, so this many names suffice.
-    let names: Vec<String> = (0..(input_rows as usize / rows_per_file + 2))
-        .map(|_| namer.next("data-", ".parquet"))
-        .collect();
+    let names_for = |prefix: &str, rows: i64| -> Vec<String> {
+        (0..(rows as usize / rows_per_file + 2))
+            .map(|_| namer.next(prefix, ".parquet"))
+            .collect()
+    };
+    let outputs = OutputFiles {
+        layout: Arc::clone(layout),
+        io: table.io().clone(),
+        handle: tokio::runtime::Handle::current(),
+        dir: dir.clone(),
+        // Output never has more rows than input, so this many names suffice.
+        names: names_for("data-", input_rows).into_iter(),
+        level: output_level,
+        rows_per_file,
+        append_first_seq: (!pk).then_some(first_seq),
+        pending: vec![],
+        pending_rows: 0,
+        written: vec![],
+    };
+    // A changelog has at most two records per key read.
+    let changelog_outputs = changelog.map(|_| OutputFiles {
+        names: names_for("changelog-", 2 * (input_rows + lookup_rows)).into_iter(),
+        level: 0,
+        append_first_seq: None,
+        ..outputs.clone_empty()
+    });
     let layout = Arc::clone(layout);
     let io = table.io().clone();
     let handle = tokio::runtime::Handle::current();
+    let path_of = |f: &DataFileMeta| format!("{dir}/{}", f.file_name);
     // Runs in key order; each run's files are read one at a time.
     let mut runs: Vec<Vec<String>> = Vec::new();
+    let mut run_levels: Vec<i32> = Vec::new();
     if !pk {
         // Append files are concatenated oldest first.
         let mut files: Vec<&DataFileMeta> = inputs.iter().collect();
         files.sort_by_key(|f| (f.min_sequence_number, f.max_sequence_number));
-        runs.push(
-            files
-                .iter()
-                .map(|f| format!("{dir}/{}", f.file_name))
-                .collect(),
-        );
-    }
-    if pk {
-        for files in data_file::key_ordered_runs(inputs, &layout.key_types) {
-            runs.push(
-                files
-                    .into_iter()
-                    .map(|f| format!("{dir}/{}", f.file_name))
-                    .collect(),
-            );
+        runs.push(files.iter().map(|f| path_of(f)).collect());
+    } else {
+        for files in data_file::key_ordered_runs(inputs, &layout.key_types)
+            .into_iter()
+            .chain(data_file::key_ordered_runs(
+                &lookup_files,
+                &layout.key_types,
+            ))
+        {
+            run_levels.push(files.first().map(|f| f.level).unwrap_or(0));
+            runs.push(files.iter().map(path_of).collect());
         }
     }
-    let task = move || -> Result<Vec<DataFileMeta>> {
-        let mut names = names.into_iter();
-        let mut written = Vec::new();
-        let mut pending: Vec<RecordBatch> = Vec::new();
-        let mut pending_rows = 0usize;
-        let mut offset = 0i64;
-        // Encodes and writes one output file from the pending rows.
-        let mut flush = |pending: &mut Vec<RecordBatch>, pending_rows: &mut usize| -> Result<()> {
-            if *pending_rows == 0 {
-                return Ok(());
-            }
-            let batch =
-                concat_batches(&layout.file_schema, pending.iter()).context(ArrowSnafu {
-                    context: "assembling a compaction output",
-                })?;
-            pending.clear();
-            let n = *pending_rows as i64;
-            *pending_rows = 0;
-            let name = names.next().ok_or_else(|| {
-                InternalSnafu {
-                    message: "ran out of file names".to_string(),
-                }
-                .build()
-            })?;
-            // Append files are renumbered from the first input's sequence number, keeping order.
-            let seq = (!pk).then(|| (first_seq + offset, first_seq + offset + n - 1));
-            offset += n;
-            let (bytes, meta) = data_file::encode(
-                &layout,
-                &batch,
-                name,
-                output_level,
-                seq,
-                FileSource::Compact,
-                now_millis(),
-            )?;
-            handle.block_on(io.write(&format!("{dir}/{}", meta.file_name), bytes))?;
-            written.push(meta);
-            Ok(())
-        };
-        let mut accept = |batch: RecordBatch,
-                          pending: &mut Vec<RecordBatch>,
-                          pending_rows: &mut usize|
-         -> Result<()> {
-            let mut start = 0;
-            while start < batch.num_rows() {
-                let take = (rows_per_file - *pending_rows).min(batch.num_rows() - start);
-                pending.push(batch.slice(start, take));
-                *pending_rows += take;
-                start += take;
-                if *pending_rows >= rows_per_file {
-                    flush(pending, pending_rows)?;
-                }
-            }
-            Ok(())
-        };
-        let read_file = |path: &String| -> Result<Vec<RecordBatch>> {
-            let bytes = handle.block_on(io.read(path))?;
-            data_file::decode(path, bytes, &layout.file_schema)
-        };
-        if pk {
-            let streams: Vec<RunStream> = runs
-                .into_iter()
-                .map(|files| {
-                    data_file::run_stream(
-                        handle.clone(),
-                        io.clone(),
-                        Arc::clone(&layout.file_schema),
-                        files,
-                        None,
-                    )
-                })
-                .collect();
-            let all: Vec<usize> = (0..layout.schema.fields.len()).collect();
-            let spec = layout.merge_spec(&all, !drop_delete);
-            merge_streams(streams, &spec, |b| {
-                accept(b, &mut pending, &mut pending_rows)
-            })?;
-        } else {
+    let input_runs = run_levels.len() - lookup_runs_count(&lookup_files);
+    let max_level = picker_options(&CoreOptions::new(&layout.schema.options)).max_level;
+    let task = move || -> Result<Rewritten> {
+        let mut outputs = outputs;
+        let mut changelog_outputs = changelog_outputs;
+        if !pk {
             // Append inputs are given in sequence order; keep it.
             for path in runs.iter().flatten() {
-                for b in read_file(path)? {
-                    accept(b, &mut pending, &mut pending_rows)?;
+                let bytes = handle.block_on(io.read(path))?;
+                for b in data_file::decode(path, bytes, &layout.file_schema)? {
+                    outputs.accept(b)?;
                 }
             }
+            return Ok(Rewritten {
+                files: outputs.finish()?,
+                changelog: vec![],
+            });
         }
-        flush(&mut pending, &mut pending_rows)?;
-        Ok(written)
+        let streams: Vec<RunStream> = runs
+            .into_iter()
+            .map(|files| {
+                data_file::run_stream(
+                    handle.clone(),
+                    io.clone(),
+                    Arc::clone(&layout.file_schema),
+                    files,
+                    None,
+                )
+            })
+            .collect();
+        let all: Vec<usize> = (0..layout.schema.fields.len()).collect();
+        let spec = layout.merge_spec(&all, !drop_delete);
+        let read_spec = layout.merge_spec(&all, false);
+        let (is_old, row_deduplicate): (Vec<bool>, bool) = match changelog {
+            Some(CompactionChangelog::Lookup { row_deduplicate }) => {
+                (run_levels.iter().map(|l| *l > 0).collect(), row_deduplicate)
+            }
+            Some(CompactionChangelog::Full) => {
+                (run_levels.iter().map(|l| *l == max_level).collect(), true)
+            }
+            None => (vec![], true),
+        };
+        stream_chunks(streams, spec.key_count, |chunk| {
+            let slices: Vec<RecordBatch> = chunk
+                .iter()
+                .filter(|(run, _)| *run < input_runs)
+                .map(|(_, b)| b.clone())
+                .collect();
+            if let Some(merged) = merge_runs(&slices, &spec)? {
+                outputs.accept(merged)?;
+            }
+            if let Some(out) = changelog_outputs.as_mut() {
+                if let Some(changes) = chunk_changelog(chunk, &is_old, &read_spec, row_deduplicate)?
+                {
+                    out.accept(changes)?;
+                }
+            }
+            Ok(())
+        })?;
+        Ok(Rewritten {
+            files: outputs.finish()?,
+            changelog: match changelog_outputs {
+                Some(c) => c.finish()?,
+                None => vec![],
+            },
+        })
     };
     tokio::task::spawn_blocking(task).await.map_err(|e| {
         InternalSnafu {
@@ -278,6 +479,30 @@ pub(crate) async fn rewrite(
         }
         .build()
     })?
+}
+
+/// Number of sorted runs `files` form.
+fn lookup_runs_count(files: &[DataFileMeta]) -> usize {
+    sorted_runs(files).len()
+}
+
+impl OutputFiles {
+    /// A writer with the same destination and sizing and nothing written.
+    fn clone_empty(&self) -> Self {
+        Self {
+            layout: Arc::clone(&self.layout),
+            io: self.io.clone(),
+            handle: self.handle.clone(),
+            dir: self.dir.clone(),
+            names: Vec::new().into_iter(),
+            level: self.level,
+            rows_per_file: self.rows_per_file,
+            append_first_seq: self.append_first_seq,
+            pending: vec![],
+            pending_rows: 0,
+            written: vec![],
+        }
+    }
 }
 
 impl Table {
@@ -313,17 +538,15 @@ impl Table {
                 inputs: &inputs,
                 output_level: level,
             };
-            let after = rewrite(self, &layout, &namer, job).await?;
+            let out = rewrite(self, &layout, &namer, job).await?;
             report.buckets_compacted += 1;
             report.files_before += inputs.len();
-            report.files_after += after.len();
+            report.files_after += out.files.len();
             messages.push(CommitMessage {
-                partition,
-                bucket,
-                total_buckets,
-                new_files: vec![],
                 compact_before: inputs,
-                compact_after: after,
+                compact_after: out.files,
+                compact_changelog: out.changelog,
+                ..CommitMessage::empty(partition, bucket, total_buckets)
             });
         }
         if messages.is_empty() {

@@ -10,13 +10,15 @@ use crate::error::{InvalidArgumentSnafu, Result, UnsupportedSnafu};
 use crate::lsm::{MergeConfig, MergeSpec};
 pub use crate::spec::datum::{datum_at, write_field};
 use crate::spec::{
-    BucketMode, CoreOptions, DataType, MergeEngine, TableSchema, KEY_FIELD_ID_START,
-    KEY_FIELD_PREFIX, SEQUENCE_NUMBER, SEQUENCE_NUMBER_FIELD_ID, VALUE_KIND, VALUE_KIND_FIELD_ID,
+    BucketMode, ChangelogProducer, CoreOptions, DataType, MergeEngine, TableSchema,
+    KEY_FIELD_ID_START, KEY_FIELD_PREFIX, SEQUENCE_NUMBER, SEQUENCE_NUMBER_FIELD_ID, VALUE_KIND,
+    VALUE_KIND_FIELD_ID,
 };
 
 /// Derived, immutable facts about one schema version of a table.
 #[derive(Debug)]
 pub struct TableLayout {
+    pub changelog_producer: ChangelogProducer,
     pub schema: Arc<TableSchema>,
     /// The table's columns as Arrow (what users read and write).
     pub arrow_schema: SchemaRef,
@@ -73,6 +75,29 @@ impl TableLayout {
             .map(|k| index_of(k))
             .collect::<Result<Vec<_>>>()?;
         let rowkind_field_index = opts.rowkind_field().map(index_of).transpose()?;
+        let merge_engine = opts.merge_engine().map_err(invalid)?;
+        let changelog_producer = match opts.get(crate::spec::options::CHANGELOG_PRODUCER) {
+            Some(v) => ChangelogProducer::parse(v).map_err(invalid)?,
+            None => ChangelogProducer::None,
+        };
+        // Paimon's SchemaValidation rules.
+        if !pk && changelog_producer != ChangelogProducer::None {
+            return Err(invalid(
+                "changelog-producer needs a primary key; append tables stream their appended rows"
+                    .to_string(),
+            ));
+        }
+        if merge_engine == MergeEngine::FirstRow
+            && !matches!(
+                changelog_producer,
+                ChangelogProducer::None | ChangelogProducer::Lookup
+            )
+        {
+            return Err(invalid(
+                "merge-engine first-row supports changelog-producer none or lookup only"
+                    .to_string(),
+            ));
+        }
         let fields: Vec<Field> = schema
             .fields
             .iter()
@@ -117,7 +142,8 @@ impl TableLayout {
             key_indices,
             bucket_key_indices,
             bucket_mode,
-            merge_engine: opts.merge_engine().map_err(invalid)?,
+            merge_engine,
+            changelog_producer,
             merge_config: Arc::new(MergeConfig::from_schema(&schema).map_err(invalid)?),
             sequence_field_indices,
             rowkind_field_index,

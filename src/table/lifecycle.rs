@@ -71,21 +71,19 @@ impl Table {
         }
     }
 
+    /// The table's consumers.
+    pub fn consumer_manager(&self) -> crate::snapshot::consumer::ConsumerManager {
+        crate::snapshot::consumer::ConsumerManager::new(self.io().clone(), self.path())
+    }
+
     async fn min_consumer(&self) -> Result<Option<i64>> {
-        let mut min = None;
-        for f in self.io().list(&format!("{}/consumer", self.path())).await? {
-            if !f.name().starts_with("consumer-") {
-                continue;
-            }
-            let bytes = self.io().read(&f.path).await?;
-            let next = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .ok()
-                .and_then(|v| v.get("nextSnapshot").and_then(|n| n.as_i64()));
-            if let Some(n) = next {
-                min = Some(min.map_or(n, |m: i64| m.min(n)));
-            }
-        }
-        Ok(min)
+        let expiration = self
+            .options()
+            .get("consumer.expiration-time")
+            .and_then(parse_duration_millis);
+        self.consumer_manager()
+            .min_next_snapshot(now_millis(), expiration)
+            .await
     }
 
     /// Data files a snapshot can read (partition, bucket, name) and the manifest files it uses.
@@ -220,6 +218,17 @@ impl Table {
         }
         let live_in_end: HashSet<_> = self.references(&end_snapshot).await?.0;
         doomed.retain(|k| !tag_files.contains(k) && !live_in_end.contains(k));
+        // Changelog files belong to their snapshot alone: they go with it.
+        for id in earliest..end {
+            if let Some(list) = snapshots
+                .get(&id)
+                .and_then(|s| s.changelog_manifest_list.clone())
+            {
+                for e in mm.read_entries_of_list(&list).await? {
+                    doomed.insert((e.partition, e.bucket, e.file.file_name));
+                }
+            }
+        }
         self.delete_data_files(&doomed, &mut report).await?;
 
         let mut manifests = BTreeSet::new();

@@ -5,6 +5,7 @@
 //!  ScanBuilder ──plan──► Plan{snapshot, splits} ──TableRead──► RecordBatch stream
 //! ```
 
+pub mod changelog;
 pub mod commit;
 pub mod compact;
 pub mod data_file;

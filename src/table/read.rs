@@ -122,6 +122,16 @@ impl TableRead {
     /// range by range, with at most two merged batches per split waiting for the consumer (a slow
     /// consumer slows the reading; memory stays bounded whatever the table size).
     pub fn stream(&self, plan: Plan) -> BoxStream<'static, Result<RecordBatch>> {
+        self.stream_with(plan, false)
+    }
+
+    /// [`Self::stream`] with splits one after the other: the same plan always yields the same
+    /// rows in the same order (changelog subscribers resume inside a snapshot by row count).
+    pub fn stream_in_order(&self, plan: Plan) -> BoxStream<'static, Result<RecordBatch>> {
+        self.stream_with(plan, true)
+    }
+
+    fn stream_with(&self, plan: Plan, ordered: bool) -> BoxStream<'static, Result<RecordBatch>> {
         let this = self.clone();
         // Splits that need no merging are read file by file, in order, with the next file decoded
         // while the current one streams: both readers stay busy even when one bucket holds
@@ -160,7 +170,11 @@ impl TableRead {
                 .flatten()
                 .boxed()
         });
-        stream::iter(parts).flatten_unordered(2).boxed()
+        if ordered {
+            stream::iter(parts).flatten().boxed()
+        } else {
+            stream::iter(parts).flatten_unordered(2).boxed()
+        }
     }
 
     /// Reads every row of `plan` into memory.

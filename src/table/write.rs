@@ -20,6 +20,7 @@ use arrow::compute::{cast, concat_batches, filter_record_batch, take_record_batc
 use arrow::datatypes::{DataType as ArrowType, SchemaRef};
 use snafu::ResultExt;
 
+use super::compact::{Force, Rewritten};
 use super::data_file;
 use super::layout::{write_field, TableLayout};
 use super::Table;
@@ -29,7 +30,7 @@ use crate::lsm::{PendingRun, WriteBuffer};
 use crate::manifest::FileNamer;
 use crate::spec::binary_row::{self, BinaryRowWriter};
 use crate::spec::manifest::FileSource;
-use crate::spec::{BucketMode, DataFileMeta, MergeEngine, RowKind};
+use crate::spec::{BucketMode, ChangelogProducer, DataFileMeta, MergeEngine, RowKind};
 
 /// New files of one (partition, bucket), produced by a writer for one commit.
 #[derive(Debug, Clone)]
@@ -38,9 +39,37 @@ pub struct CommitMessage {
     pub bucket: i32,
     pub total_buckets: i32,
     pub new_files: Vec<DataFileMeta>,
+    /// Changelog files of the new data (`changelog-producer` = `input`).
+    pub changelog_files: Vec<DataFileMeta>,
     /// Files a compaction replaced (at their old levels) and the files it wrote.
     pub compact_before: Vec<DataFileMeta>,
     pub compact_after: Vec<DataFileMeta>,
+    /// Changelog files a compaction produced (`lookup` and `full-compaction` producers).
+    pub compact_changelog: Vec<DataFileMeta>,
+}
+
+impl CommitMessage {
+    /// A message of one bucket with nothing in it yet.
+    pub fn empty(partition: Vec<u8>, bucket: i32, total_buckets: i32) -> Self {
+        Self {
+            partition,
+            bucket,
+            total_buckets,
+            new_files: vec![],
+            changelog_files: vec![],
+            compact_before: vec![],
+            compact_after: vec![],
+            compact_changelog: vec![],
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.new_files.is_empty()
+            && self.changelog_files.is_empty()
+            && self.compact_before.is_empty()
+            && self.compact_after.is_empty()
+            && self.compact_changelog.is_empty()
+    }
 }
 
 type BucketId = (Vec<u8>, i32);
@@ -58,20 +87,49 @@ enum BucketWriter {
 /// Buffered rows of one bucket on their way to a data file.
 #[derive(Debug)]
 enum SpillJob {
-    Kv(PendingRun),
+    /// Records to merge, and whether their unmerged records also go to a changelog file.
+    Kv(PendingRun, bool),
     /// Appended batches and the sequence numbers they take.
     Append(Vec<RecordBatch>, (i64, i64)),
 }
 
+/// An encoded spill: the data file and, for the `input` producer, its changelog file.
+type Spilled = (
+    Option<(bytes::Bytes, DataFileMeta)>,
+    Option<(bytes::Bytes, DataFileMeta)>,
+);
+
 impl SpillJob {
     /// Merges (or concatenates) and encodes; CPU only.
-    fn encode(
-        self,
-        layout: &TableLayout,
-        name: String,
-    ) -> Result<Option<(bytes::Bytes, DataFileMeta)>> {
+    fn encode(self, layout: &TableLayout, name: String, changelog_name: String) -> Result<Spilled> {
         let (batch, range) = match self {
-            SpillJob::Kv(run) => (run.merge()?, None),
+            SpillJob::Kv(run, with_changelog) => {
+                let changelog = match with_changelog.then(|| run.sorted()).transpose()?.flatten() {
+                    Some(b) => Some(data_file::encode(
+                        layout,
+                        &b,
+                        changelog_name,
+                        0,
+                        None,
+                        FileSource::Append,
+                        now_millis(),
+                    )?),
+                    None => None,
+                };
+                let data = match run.merge()? {
+                    Some(b) => Some(data_file::encode(
+                        layout,
+                        &b,
+                        name,
+                        0,
+                        None,
+                        FileSource::Append,
+                        now_millis(),
+                    )?),
+                    None => None,
+                };
+                return Ok((data, changelog));
+            }
             SpillJob::Append(batches, range) => (
                 Some(
                     concat_batches(&layout.arrow_schema, &batches).context(ArrowSnafu {
@@ -82,11 +140,19 @@ impl SpillJob {
             ),
         };
         match batch {
-            Some(b) => {
-                data_file::encode(layout, &b, name, 0, range, FileSource::Append, now_millis())
-                    .map(Some)
-            }
-            None => Ok(None),
+            Some(b) => Ok((
+                Some(data_file::encode(
+                    layout,
+                    &b,
+                    name,
+                    0,
+                    range,
+                    FileSource::Append,
+                    now_millis(),
+                )?),
+                None,
+            )),
+            None => Ok((None, None)),
         }
     }
 }
@@ -95,7 +161,15 @@ impl SpillJob {
 #[derive(Debug)]
 struct RunningCompaction {
     inputs: Vec<DataFileMeta>,
-    task: tokio::task::JoinHandle<Result<Vec<DataFileMeta>>>,
+    task: tokio::task::JoinHandle<Result<Rewritten>>,
+}
+
+/// Compactions of one bucket since the last commit: inputs, outputs, changelog files.
+#[derive(Debug, Default)]
+struct Compacted {
+    before: Vec<DataFileMeta>,
+    after: Vec<DataFileMeta>,
+    changelog: Vec<DataFileMeta>,
 }
 
 /// Options of one writer session.
@@ -123,15 +197,20 @@ pub struct TableWrite {
     live_as_of: Option<i64>,
     /// `write-only`: never compact (a separate job does).
     write_only: bool,
-    /// Compactions done since the last commit, per bucket: inputs and outputs.
-    compacted: HashMap<BucketId, (Vec<DataFileMeta>, Vec<DataFileMeta>)>,
+    /// Compactions done since the last commit, per bucket.
+    compacted: HashMap<BucketId, Compacted>,
     /// At most one compaction per bucket runs in the background.
     running: HashMap<BucketId, RunningCompaction>,
     /// Whether `prepare_commit` waits for one compaction round (batch writes) or takes only what
     /// has finished (long-lived writers).
     wait_compaction: bool,
     pending: HashMap<BucketId, Vec<DataFileMeta>>,
+    /// Changelog files of the `input` producer written since the last commit.
+    pending_changelog: HashMap<BucketId, Vec<DataFileMeta>>,
     spill_rows: usize,
+    producer: ChangelogProducer,
+    /// Commits prepared by this writer (the `full-compaction` producer counts them).
+    commits_prepared: u64,
 }
 
 impl TableWrite {
@@ -147,6 +226,7 @@ impl TableWrite {
             }
         }
         let spill_rows = table.options().write_buffer_rows();
+        let layout_producer = layout.changelog_producer;
         let write_only = table
             .options()
             .get("write-only")
@@ -165,7 +245,10 @@ impl TableWrite {
             running: HashMap::new(),
             wait_compaction: false,
             pending: HashMap::new(),
+            pending_changelog: HashMap::new(),
             spill_rows,
+            producer: layout_producer,
+            commits_prepared: 0,
         })
     }
 
@@ -243,12 +326,8 @@ impl TableWrite {
             .pending
             .drain()
             .map(|((partition, bucket), new_files)| CommitMessage {
-                partition,
-                bucket,
-                total_buckets,
                 new_files,
-                compact_before: vec![],
-                compact_after: vec![],
+                ..CommitMessage::empty(partition, bucket, total_buckets)
             })
             .collect();
         // Buckets with compaction work but no new files also get a message.
@@ -256,6 +335,7 @@ impl TableWrite {
             .running
             .keys()
             .chain(self.compacted.keys())
+            .chain(self.pending_changelog.keys())
             .cloned()
             .collect();
         for id in ids {
@@ -263,21 +343,21 @@ impl TableWrite {
                 .iter()
                 .any(|m| m.partition == id.0 && m.bucket == id.1)
             {
-                messages.push(CommitMessage {
-                    partition: id.0,
-                    bucket: id.1,
-                    total_buckets,
-                    new_files: vec![],
-                    compact_before: vec![],
-                    compact_after: vec![],
-                });
+                messages.push(CommitMessage::empty(id.0, id.1, total_buckets));
+            }
+        }
+        for m in messages.iter_mut() {
+            if let Some(files) = self
+                .pending_changelog
+                .remove(&(m.partition.clone(), m.bucket))
+            {
+                m.changelog_files = files;
             }
         }
         messages.sort_by(|a, b| (&a.partition, a.bucket).cmp(&(&b.partition, b.bucket)));
+        self.commits_prepared += 1;
         self.compact_touched(&mut messages).await?;
-        messages.retain(|m| {
-            !(m.new_files.is_empty() && m.compact_before.is_empty() && m.compact_after.is_empty())
-        });
+        messages.retain(|m| !m.is_empty());
         Ok(messages)
     }
 
@@ -295,10 +375,14 @@ impl TableWrite {
             self.finish_compaction(&id, true).await?;
         }
         let mut doomed: Vec<(BucketId, DataFileMeta)> = Vec::new();
-        for (id, (_, after)) in std::mem::take(&mut self.compacted) {
-            doomed.extend(after.into_iter().map(|f| (id.clone(), f)));
+        for (id, c) in std::mem::take(&mut self.compacted) {
+            doomed.extend(c.after.into_iter().map(|f| (id.clone(), f)));
+            doomed.extend(c.changelog.into_iter().map(|f| (id.clone(), f)));
         }
-        for (id, files) in std::mem::take(&mut self.pending) {
+        for (id, files) in std::mem::take(&mut self.pending)
+            .into_iter()
+            .chain(std::mem::take(&mut self.pending_changelog))
+        {
             doomed.extend(files.into_iter().map(|f| (id.clone(), f)));
         }
         for (id, f) in doomed {
@@ -346,7 +430,9 @@ impl TableWrite {
         let mut jobs = Vec::new();
         for id in ids {
             let job = match self.writers.get_mut(id) {
-                Some(BucketWriter::Kv(buf)) => buf.take_run().map(SpillJob::Kv),
+                Some(BucketWriter::Kv(buf)) => buf
+                    .take_run()
+                    .map(|run| SpillJob::Kv(run, self.producer == ChangelogProducer::Input)),
                 Some(BucketWriter::Append {
                     batches,
                     rows,
@@ -362,14 +448,22 @@ impl TableWrite {
             };
             if let Some(job) = job {
                 let dir = self.table.bucket_dir(&id.0, id.1)?;
-                jobs.push((id.clone(), dir, self.namer.next("data-", ".parquet"), job));
+                let names = (
+                    self.namer.next("data-", ".parquet"),
+                    self.namer.next("changelog-", ".parquet"),
+                );
+                jobs.push((id.clone(), dir, names, job));
             }
         }
-        let files = jobs.into_iter().map(|(id, dir, name, job)| {
-            let layout = Arc::clone(&self.layout);
-            let io = self.table.io().clone();
-            async move {
-                let encoded = tokio::task::spawn_blocking(move || job.encode(&layout, name))
+        let files = jobs
+            .into_iter()
+            .map(|(id, dir, (name, changelog_name), job)| {
+                let layout = Arc::clone(&self.layout);
+                let io = self.table.io().clone();
+                async move {
+                    let (data, changelog) = tokio::task::spawn_blocking(move || {
+                        job.encode(&layout, name, changelog_name)
+                    })
                     .await
                     .map_err(|e| {
                         InternalSnafu {
@@ -377,23 +471,30 @@ impl TableWrite {
                         }
                         .build()
                     })??;
-                let Some((bytes, meta)) = encoded else {
-                    return Ok(None);
-                };
-                io.write(&format!("{dir}/{}", meta.file_name), bytes)
-                    .await?;
-                Ok::<_, crate::error::Error>(Some((id, meta)))
+                    let mut written = (None, None);
+                    if let Some((bytes, meta)) = data {
+                        io.write(&format!("{dir}/{}", meta.file_name), bytes)
+                            .await?;
+                        written.0 = Some(meta);
+                    }
+                    if let Some((bytes, meta)) = changelog {
+                        io.write(&format!("{dir}/{}", meta.file_name), bytes)
+                            .await?;
+                        written.1 = Some(meta);
+                    }
+                    Ok::<_, crate::error::Error>((id, written))
+                }
+            });
+        for (id, (data, changelog)) in futures::future::try_join_all(files).await? {
+            if let Some(meta) = data {
+                if self.restored.is_some() {
+                    self.live.entry(id.clone()).or_default().push(meta.clone());
+                }
+                self.pending.entry(id.clone()).or_default().push(meta);
             }
-        });
-        for (id, meta) in futures::future::try_join_all(files)
-            .await?
-            .into_iter()
-            .flatten()
-        {
-            if self.restored.is_some() {
-                self.live.entry(id.clone()).or_default().push(meta.clone());
+            if let Some(meta) = changelog {
+                self.pending_changelog.entry(id).or_default().push(meta);
             }
-            self.pending.entry(id).or_default().push(meta);
         }
         Ok(())
     }
@@ -439,20 +540,38 @@ impl TableWrite {
         {
             return Ok(());
         }
+        // Changelog producers that derive the changelog at compaction make every commit wait for
+        // it (Paimon's `lookup-wait`), so the changelog follows each commit.
+        let force = match self.producer {
+            ChangelogProducer::Lookup => Some(Force::Level0),
+            ChangelogProducer::FullCompaction => {
+                let every = self
+                    .table
+                    .options()
+                    .get("full-compaction.delta-commits")
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(1)
+                    .max(1);
+                (self.commits_prepared % every == 0).then_some(Force::Full)
+            }
+            _ => None,
+        };
+        let wait = self.wait_compaction || force.is_some();
         for m in messages.iter() {
             let id = (m.partition.clone(), m.bucket);
-            self.finish_compaction(&id, self.wait_compaction).await?;
+            self.finish_compaction(&id, wait).await?;
         }
         self.refresh_live(messages).await?;
         for m in messages.iter_mut() {
             let id = (m.partition.clone(), m.bucket);
-            self.start_compaction(&id)?;
-            if self.wait_compaction {
+            self.start_compaction(&id, force)?;
+            if wait {
                 self.finish_compaction(&id, true).await?;
             }
-            if let Some((before, after)) = self.compacted.remove(&id) {
-                m.compact_before = before;
-                m.compact_after = after;
+            if let Some(c) = self.compacted.remove(&id) {
+                m.compact_before = c.before;
+                m.compact_after = c.after;
+                m.compact_changelog = c.changelog;
             }
         }
         Ok(())
@@ -494,7 +613,11 @@ impl TableWrite {
             |a: &DataFileMeta, b: &DataFileMeta| a.file_name == b.file_name && a.level == b.level;
         for m in messages {
             let id = (m.partition.clone(), m.bucket);
-            let (before, after) = self.compacted.get(&id).cloned().unwrap_or_default();
+            let (before, after) = self
+                .compacted
+                .get(&id)
+                .map(|c| (c.before.clone(), c.after.clone()))
+                .unwrap_or_default();
             let mut files: Vec<DataFileMeta> = committed
                 .remove(&id)
                 .unwrap_or_default()
@@ -511,8 +634,9 @@ impl TableWrite {
         Ok(())
     }
 
-    /// Starts the compaction the picker selects for a bucket, unless one is running.
-    fn start_compaction(&mut self, id: &BucketId) -> Result<()> {
+    /// Starts the compaction the picker selects (raised by `force`) for a bucket, unless one is
+    /// running.
+    fn start_compaction(&mut self, id: &BucketId, force: Option<Force>) -> Result<()> {
         // Bucket-unaware append tables are compacted by a separate job in Paimon, never by writers.
         if self.write_only
             || self.layout.bucket_mode == BucketMode::Unaware
@@ -522,7 +646,8 @@ impl TableWrite {
         }
         let opts = super::compact::picker_options(&self.table.options());
         let files = self.live.entry(id.clone()).or_default().clone();
-        let Some((inputs, level)) = super::compact::plan(&self.layout, &files, &opts, false) else {
+        let Some((inputs, level)) = super::compact::plan_forced(&self.layout, &files, &opts, force)
+        else {
             return Ok(());
         };
         let (table, layout, namer) = (
@@ -557,7 +682,10 @@ impl TableWrite {
         let Some(RunningCompaction { inputs, task }) = self.running.remove(id) else {
             return Ok(());
         };
-        let after = task.await.map_err(|e| {
+        let Rewritten {
+            files: after,
+            changelog,
+        } = task.await.map_err(|e| {
             InternalSnafu {
                 message: format!("compaction task: {e}"),
             }
@@ -568,11 +696,12 @@ impl TableWrite {
         let files = self.live.entry(id.clone()).or_default();
         files.retain(|f| !inputs.iter().any(|i| same(i, f)));
         files.extend(after.iter().cloned());
-        let (before_acc, after_acc) = self.compacted.entry(id.clone()).or_default();
+        let acc = self.compacted.entry(id.clone()).or_default();
+        acc.changelog.extend(changelog);
         for input in inputs {
-            if let Some(pos) = after_acc.iter().position(|a| same(a, &input)) {
+            if let Some(pos) = acc.after.iter().position(|a| same(a, &input)) {
                 // Written and replaced within this window: it was never committed.
-                after_acc.remove(pos);
+                acc.after.remove(pos);
                 let path = format!(
                     "{}/{}",
                     self.table.bucket_dir(&id.0, id.1)?,
@@ -580,10 +709,10 @@ impl TableWrite {
                 );
                 self.table.io().delete(&path).await?;
             } else {
-                before_acc.push(input);
+                acc.before.push(input);
             }
         }
-        after_acc.extend(after);
+        acc.after.extend(after);
         Ok(())
     }
 
@@ -606,11 +735,11 @@ impl TableWrite {
                 .len();
         if runs > stop {
             if !self.running.contains_key(id) {
-                self.start_compaction(id)?;
+                self.start_compaction(id, None)?;
             }
             self.finish_compaction(id, true).await?;
         }
-        self.start_compaction(id)
+        self.start_compaction(id, None)
     }
 
     /// Checks `batch` against the schema; returns it as the table's columns plus row kinds.

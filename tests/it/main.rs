@@ -4,6 +4,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod bad_input;
+mod changelog;
 mod common;
 mod compaction;
 mod concurrency;

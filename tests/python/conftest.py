@@ -4,6 +4,9 @@ The server binary is `$TIDELAKE_BIN` (default `target/debug/tidelake`, relative 
 Its stderr is drained by a thread; the lines it printed while a test ran are attached to the report of a
 failing test. A watchdog stops the server when a test runs longer than `$TIDELAKE_TEST_TIMEOUT` seconds
 (default 600), so a hung RPC fails the run instead of hanging it.
+
+Tests that need more servers (a second one on the same warehouse, one to kill and restart) get them from
+`server_factory`; their stderr is attached to a failing test's report too.
 """
 import os
 import pathlib
@@ -19,6 +22,10 @@ import uuid
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+try:  # the client package (clients/python), installed by scripts/setup-python.sh; else from the tree
+    import tidelake  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(REPO / "clients" / "python"))
 USER = "alice"
 PASSWORD = "s3cret"
 CATALOG = "tidelake"
@@ -26,6 +33,7 @@ LISTEN_RE = re.compile(r"^tidelake listening on 127\.0\.0\.1:(\d+)$")
 TEST_TIMEOUT = float(os.environ.get("TIDELAKE_TEST_TIMEOUT", "600"))
 
 _SERVER = None  # the running Server, for the report hooks
+_EXTRA_SERVERS = []  # servers a test started through server_factory, for the report hooks
 
 
 class Server:
@@ -37,6 +45,7 @@ class Server:
         self.stderr_lines = []  # appended to by the drain thread (list.append is atomic)
         self.extra_stdout = []
         self.killed_by_watchdog = False
+        self.label = "server"
 
     @property
     def uri(self):
@@ -47,6 +56,24 @@ class Server:
 
     def alive(self):
         return self.proc.poll() is None
+
+    def stop(self, timeout=10):
+        """SIGTERM, then SIGKILL after `timeout` s; returns the exit code (or a text saying it was killed)."""
+        if self.proc.poll() is not None:
+            return self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return f"still running {timeout} s after SIGTERM (killed)"
+
+    def kill(self):
+        """SIGKILL: the process dies mid-whatever, as in a crash."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
 
 
 def _binary():
@@ -79,21 +106,25 @@ def _drain(stream, sink, first_line_queue=None):
     stream.close()
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    global _SERVER
+class ServerStartError(Exception):
+    pass
+
+
+def start_server(warehouse, port=0, label="server"):
+    """Starts `tidelake serve` on `warehouse` (127.0.0.1:`port`, 0 = any free port) as user alice and waits
+    for its listening line. Raises ServerStartError (with the server's stderr) when it does not announce."""
     binary = _binary()
     if not binary.exists():
         pytest.fail(f"tidelake binary not found at {binary} (set TIDELAKE_BIN)", pytrace=False)
-    warehouse = tmp_path_factory.mktemp("warehouse")
     env = dict(os.environ, TIDELAKE_USER=USER, TIDELAKE_PASSWORD=PASSWORD)
     env.setdefault("RUST_BACKTRACE", "1")
     proc = subprocess.Popen(
-        [str(binary), "serve", "--warehouse", str(warehouse), "--listen", "127.0.0.1:0"],
+        [str(binary), "serve", "--warehouse", str(warehouse), "--listen", f"127.0.0.1:{port}"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(REPO),
         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
     )
     srv = Server(proc, None, warehouse)
+    srv.label = label
     threading.Thread(target=_drain, args=(proc.stderr, srv.stderr_lines), daemon=True).start()
     first = queue.Queue()
     threading.Thread(target=_drain, args=(proc.stdout, srv.extra_stdout, first), daemon=True).start()
@@ -106,27 +137,61 @@ def server(tmp_path_factory):
         proc.kill()
         proc.wait()
         time.sleep(0.2)
-        pytest.fail(f"server did not announce its port; first stdout line {line!r}; stderr:\n"
-                    + srv.stderr_since(0)[-20000:], pytrace=False)
+        raise ServerStartError(f"{label} did not announce its port; first stdout line {line!r}; stderr:\n"
+                               + srv.stderr_since(0)[-20000:])
     srv.port = int(m.group(1))
+    return srv
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    global _SERVER
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    try:
+        srv = start_server(warehouse)
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    proc = srv.proc
     _SERVER = srv
     try:
         yield srv
     finally:
         _SERVER = None
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                rc = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                rc = "still running 10 s after SIGTERM (killed)"
+            rc = srv.stop()
         else:
             rc = f"exited on its own before teardown with {proc.returncode}"
         assert not srv.extra_stdout, f"server printed more than the listening line on stdout: {srv.extra_stdout[:20]}"
         assert rc == 0 and not srv.killed_by_watchdog, (
             f"server shutdown on SIGTERM: {rc}; stderr tail:\n" + srv.stderr_since(0)[-8000:])
+
+
+@pytest.fixture
+def server_factory(tmp_path):
+    """start(warehouse=None, port=0) -> Server: more `tidelake serve` processes for this test (a fresh
+    warehouse under tmp_path by default; pass the session server's to share it, and a dead server's port
+    to restart it there). Every one still running is stopped after the test."""
+    started = []
+
+    def start(warehouse=None, port=0):
+        wh = warehouse if warehouse is not None else tmp_path / f"warehouse-{len(started)}"
+        deadline = time.monotonic() + 30
+        while True:  # a port just released by a killed server may take a moment to bind again
+            try:
+                srv = start_server(wh, port=port, label=f"extra server {len(started) + 1}")
+                break
+            except ServerStartError:
+                if not port or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        started.append(srv)
+        _EXTRA_SERVERS.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
+        _EXTRA_SERVERS.remove(srv)
 
 
 @pytest.fixture(scope="session")
@@ -245,15 +310,26 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    srv = _SERVER
-    if srv is None or not rep.failed:
+    if not rep.failed:
         return
-    mark = getattr(item, "_tidelake_mark", 0)
-    text = srv.stderr_since(mark)
-    if len(text) > 20000:
-        text = "...\n" + text[-20000:]
-    status = "running" if srv.alive() else f"EXITED with {srv.proc.returncode}"
-    rep.sections.append((f"tidelake server stderr during this test (server {status})", text or "(nothing)"))
+    srv = _SERVER
+    if srv is not None:
+        mark = getattr(item, "_tidelake_mark", 0)
+        text = srv.stderr_since(mark)
+        if len(text) > 20000:
+            text = "...\n" + text[-20000:]
+        status = "running" if srv.alive() else f"EXITED with {srv.proc.returncode}"
+        rep.sections.append((f"tidelake server stderr during this test (server {status})", text or "(nothing)"))
+    for extra in _EXTRA_SERVERS:
+        text = extra.stderr_since(0)
+        if len(text) > 20000:
+            text = "...\n" + text[-20000:]
+        status = "running" if extra.alive() else f"exited with {extra.proc.returncode}"
+        rep.sections.append((f"{extra.label} (port {extra.port}, {status}) stderr", text or "(nothing)"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: runs for more than a few seconds (deselect with -m 'not slow')")
 
 
 @pytest.fixture(autouse=True)

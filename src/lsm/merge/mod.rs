@@ -309,6 +309,32 @@ pub fn merge_runs(runs: &[RecordBatch], spec: &MergeSpec) -> Result<Option<Recor
     Ok(Some(merged))
 }
 
+/// Every record of `runs` sorted by (key, sequence fields, sequence number), nothing merged: the
+/// layout of an `input` changelog file (each key's changes in the order they were written).
+pub fn sort_records(runs: &[RecordBatch], spec: &MergeSpec) -> Result<Option<RecordBatch>> {
+    let Some(first) = runs.first() else {
+        return Ok(None);
+    };
+    let batch = concat_batches(&first.schema(), runs).context(ArrowSnafu {
+        context: "concatenating changelog records",
+    })?;
+    if batch.num_rows() == 0 {
+        return Ok(None);
+    }
+    let seq = batch
+        .column(spec.key_count)
+        .as_primitive::<Int64Type>()
+        .values();
+    let (idx, _) = match int_key(&batch, spec) {
+        Some(keys) => sort_by_int_key(&keys, seq),
+        None => sort_by_rows(&batch, spec, seq)?,
+    };
+    let sorted = take_record_batch(&batch, &UInt32Array::from(idx)).context(ArrowSnafu {
+        context: "sorting changelog records",
+    })?;
+    Ok(Some(sorted))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

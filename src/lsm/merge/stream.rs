@@ -17,6 +17,8 @@ use crate::error::{ArrowSnafu, Result};
 pub type RunStream = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 
 struct Cursor {
+    /// Position of the run in the caller's list.
+    run: usize,
     stream: RunStream,
     batch: RecordBatch,
     keys: Rows,
@@ -31,12 +33,18 @@ fn key_rows(conv: &RowConverter, batch: &RecordBatch, k: usize) -> Result<Rows> 
 }
 
 /// Pulls the next non-empty batch of a run.
-fn next_cursor(mut stream: RunStream, conv: &RowConverter, k: usize) -> Result<Option<Cursor>> {
+fn next_cursor(
+    run: usize,
+    mut stream: RunStream,
+    conv: &RowConverter,
+    k: usize,
+) -> Result<Option<Cursor>> {
     for batch in stream.by_ref() {
         let batch = batch?;
         if batch.num_rows() > 0 {
             let keys = key_rows(conv, &batch, k)?;
             return Ok(Some(Cursor {
+                run,
                 stream,
                 batch,
                 keys,
@@ -53,10 +61,25 @@ pub fn merge_streams(
     spec: &MergeSpec,
     mut sink: impl FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
-    let k = spec.key_count;
+    stream_chunks(runs, spec.key_count, |chunk| {
+        let slices: Vec<RecordBatch> = chunk.iter().map(|(_, b)| b.clone()).collect();
+        match merge_runs(&slices, spec)? {
+            Some(merged) => sink(merged),
+            None => Ok(()),
+        }
+    })
+}
+
+/// Walks `runs` in key ranges that every run has fully buffered and hands each range to `sink`
+/// unmerged, as (run index, slice) pairs: every record of a key arrives in one call.
+pub fn stream_chunks(
+    runs: Vec<RunStream>,
+    k: usize,
+    mut sink: impl FnMut(&[(usize, RecordBatch)]) -> Result<()>,
+) -> Result<()> {
     let mut conv: Option<RowConverter> = None;
     let mut cursors: Vec<Cursor> = Vec::new();
-    for stream in runs {
+    for (run, stream) in runs.into_iter().enumerate() {
         let mut stream = stream;
         // The converter is built from the first batch's key types and shared so rows compare.
         let first = loop {
@@ -88,6 +111,7 @@ pub fn merge_streams(
         })?;
         let keys = key_rows(c, &batch, k)?;
         cursors.push(Cursor {
+            run,
             stream,
             batch,
             keys,
@@ -123,19 +147,17 @@ pub fn merge_streams(
                 }
             }
             if lo > c.pos {
-                chunk.push(c.batch.slice(c.pos, lo - c.pos));
+                chunk.push((c.run, c.batch.slice(c.pos, lo - c.pos)));
                 c.pos = lo;
             }
             if c.pos == n {
                 exhausted.push(i);
             }
         }
-        if let Some(merged) = merge_runs(&chunk, spec)? {
-            sink(merged)?;
-        }
+        sink(&chunk)?;
         for i in exhausted.into_iter().rev() {
             let c = cursors.swap_remove(i);
-            if let Some(next) = next_cursor(c.stream, &conv, k)? {
+            if let Some(next) = next_cursor(c.run, c.stream, &conv, k)? {
                 cursors.push(next);
             }
         }
