@@ -6,6 +6,7 @@
 //! ```
 
 pub mod auth;
+pub mod changelog;
 pub mod flight_sql;
 pub mod metadata;
 pub mod service;

@@ -192,6 +192,14 @@ impl FlightService for TidelakeService {
         mut request: Request<Ticket>,
     ) -> Result<Response<Self::DoGetStream>, Status> {
         let token = self.authorize(&mut request)?;
+        if let Some(ticket) = super::changelog::parse_ticket(&request.get_ref().ticket) {
+            let principal = Self::principal(&request)?;
+            let database = self.auth.session(&principal).database;
+            let stream =
+                super::changelog::subscribe(self.sql.engine.catalog(), &database, ticket?).await?;
+            let stream: Self::DoGetStream = Box::pin(stream);
+            return Ok(with_token(Response::new(stream), token));
+        }
         let resp = FlightService::do_get(self.sql.as_ref(), request).await?;
         Ok(with_token(resp, token))
     }
