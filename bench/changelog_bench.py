@@ -10,7 +10,10 @@ throughput (issue 5).
               time.monotonic_ns() at which the writer's INSERT call returned (CLOCK_MONOTONIC is
               system-wide on Linux, so the two processes' clocks agree). Negative values are possible:
               the server pushes the change before the writer has read its statement's response. The
-              commit call itself (ADBC execute of the INSERT, from call to return) is reported too.
+              commit call itself (ADBC execute of the INSERT, from call to return) is reported too,
+              and two more latencies: from the start of the INSERT call (an upper bound of the whole
+              path), and from the snapshot's `timeMillis` (the server's commit time, wall clock; the
+              subscriber's receive time.time_ns() minus it; millisecond resolution).
               Writes are back to back unless --interval-ms pauses between them.
   throughput  --rows upserts (default 1M) into a primary-key table with changelog-producer = lookup
               (4 buckets), written by ADBC bulk ingest (DoPut, one commit per --chunk rows: the first
@@ -103,9 +106,13 @@ def run_subscriber(a):
                 rows += b.num_rows
                 k = b.column(0)
                 if a.mode == "latency":
+                    wall = time.time_ns()
                     for kind, i in zip(k.to_pylist(), b.column(1).to_pylist()):
                         if kind in ("+I", "+U"):
-                            recv.setdefault(i, []).append(now)
+                            if i in recv:
+                                recv[i][3] += 1
+                            else:
+                                recv[i] = [now, wall, ev.progress.snapshot_id, 1]
                 else:
                     for kind, n in zip(*pc.value_counts(k).flatten()):
                         kinds[kind.as_py()] = kinds.get(kind.as_py(), 0) + n.as_py()
@@ -172,7 +179,20 @@ class Subscribers:
 # ---------------------------------------------------------------- latency
 
 
-def latency(a, conn, uri, k, work, problems):
+def snapshot_millis(warehouse, table):
+    """{snapshot id: timeMillis} of a table, from its snapshot files (the server's commit time)."""
+    db, name = table.split(".")
+    d = os.path.join(warehouse, f"{db}.db", name, "snapshot")
+    out = {}
+    for f in os.listdir(d):
+        if f.startswith("snapshot-"):
+            with open(os.path.join(d, f)) as fh:
+                js = json.load(fh)
+            out[js["id"]] = js["timeMillis"]
+    return out
+
+
+def latency(a, conn, uri, warehouse, k, work, problems):
     table = f"default.lat_{k}"
     adbc_sql(conn, f"CREATE TABLE {table} (id BIGINT NOT NULL, t BIGINT, PRIMARY KEY (id)) "
                    f"WITH ('bucket' = '1', 'changelog-producer' = '{a.producer}')")
@@ -180,13 +200,14 @@ def latency(a, conn, uri, k, work, problems):
     subs = Subscribers(k, uri, table, "latency", a.commits, work, idle_s=60)
     subs.wait_ready()
     print(f"# latency: {k} subscriber(s) connected; {a.commits} commits", file=sys.stderr)
-    returned, calls = [], []
+    started, returned, calls = [], [], []
     cur = conn.cursor()
     try:
         for i in range(a.commits):
             t0 = time.monotonic_ns()
             cur.execute(f"INSERT INTO {table} VALUES ({i}, {t0})")
             t1 = time.monotonic_ns()
+            started.append(t0)
             returned.append(t1)
             calls.append(t1 - t0)
             if a.interval_ms:
@@ -194,20 +215,25 @@ def latency(a, conn, uri, k, work, problems):
     finally:
         cur.close()
     res = subs.results(timeout=120)
-    lat, per_commit_max, missing, dup = [], [], 0, 0
+    committed_ms = snapshot_millis(warehouse, table)
+    lat, from_start, from_snapshot, missing, dup = [], [], [], 0, 0
     worst = [None] * a.commits
     for r in res:
         if r.get("error"):
             problems.append(f"latency, {k} subscribers: a subscriber failed: {r['error']}")
-        recv = {int(i): ns for i, ns in r["recv"].items()}
+        recv = {int(i): v for i, v in r["recv"].items()}
         for i in range(a.commits):
             got = recv.get(i)
             if not got:
                 missing += 1
                 continue
-            dup += len(got) - 1
-            d = (got[0] - returned[i]) / 1e6
+            mono, wall, snap, count = got
+            dup += count - 1
+            d = (mono - returned[i]) / 1e6
             lat.append(d)
+            from_start.append((mono - started[i]) / 1e6)
+            if snap in committed_ms:
+                from_snapshot.append(wall / 1e6 - committed_ms[snap])
             worst[i] = d if worst[i] is None else max(worst[i], d)
     per_commit_max = [w for w in worst if w is not None]
     if missing or dup:
@@ -217,6 +243,10 @@ def latency(a, conn, uri, k, work, problems):
                p50_ms=pct(lat, 50), p99_ms=pct(lat, 99), max_ms=round(max(lat), 2) if lat else None,
                min_ms=round(min(lat), 2) if lat else None, mean_ms=round(statistics.mean(lat), 2) if lat else None,
                slowest_subscriber_p99_ms=pct(per_commit_max, 99),
+               from_call_start_p50_ms=pct(from_start, 50), from_call_start_p99_ms=pct(from_start, 99),
+               from_call_start_max_ms=round(max(from_start), 2) if from_start else None,
+               from_snapshot_time_p50_ms=pct(from_snapshot, 50), from_snapshot_time_p99_ms=pct(from_snapshot, 99),
+               from_snapshot_time_max_ms=round(max(from_snapshot), 2) if from_snapshot else None,
                commit_call_p50_ms=pct(calls, 50, 1e6), commit_call_p99_ms=pct(calls, 99, 1e6),
                commit_call_max_ms=round(max(calls) / 1e6, 2) if calls else None,
                reconnects=sum(r.get("reconnects", 0) for r in res))
@@ -341,7 +371,7 @@ def main():
         conn = adbc_connect(proc.port)
         if a.only in (None, "latency"):
             for k in [int(x) for x in a.subscribers.split(",") if x.strip()]:
-                lat_recs.append(latency(a, conn, uri, k, work, problems))
+                lat_recs.append(latency(a, conn, uri, wh, k, work, problems))
         if a.only in (None, "throughput"):
             tp_rec = throughput(a, conn, uri, work, problems)
     finally:
@@ -361,12 +391,18 @@ def report(a, lat_recs, tp_rec, problems):
     if lat_recs:
         print(f"Commit-to-subscriber latency, {a.commits} one-row commits, changelog-producer = {a.producer}, "
               f"interval {a.interval_ms} ms")
-        hdr = f"{'subscribers':>11}{'samples':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'commit p50':>12}{'commit p99':>12}"
+        print("(ms; 'after return': receive - the writer's INSERT call returned; 'after start': receive - the call "
+              "started;\n 'after snapshot': receive wall time - the snapshot's timeMillis; 'commit call': the INSERT call)")
+        hdr = (f"{'subscribers':>11}{'samples':>9}{'after return p50/p99/max':>27}{'after start p50/p99':>22}"
+               f"{'after snapshot p50/p99':>25}{'commit call p50/p99':>22}")
         print(hdr)
         print("-" * len(hdr))
         for r in lat_recs:
-            print(f"{r['subscribers']:>11}{r['samples']:>9}{f(r['p50_ms']):>9}{f(r['p99_ms']):>9}{f(r['max_ms']):>9}"
-                  f"{f(r['commit_call_p50_ms']):>12}{f(r['commit_call_p99_ms']):>12}")
+            print(f"{r['subscribers']:>11}{r['samples']:>9}"
+                  f"{f(r['p50_ms']) + ' / ' + f(r['p99_ms']) + ' / ' + f(r['max_ms']):>27}"
+                  f"{f(r['from_call_start_p50_ms']) + ' / ' + f(r['from_call_start_p99_ms']):>22}"
+                  f"{f(r['from_snapshot_time_p50_ms']) + ' / ' + f(r['from_snapshot_time_p99_ms']):>25}"
+                  f"{f(r['commit_call_p50_ms']) + ' / ' + f(r['commit_call_p99_ms']):>22}")
     if tp_rec:
         print()
         print(f"Changelog throughput, lookup producer: {tp_rec['upserts']:,} upserts in {tp_rec['commits']} commits")
@@ -402,10 +438,13 @@ def report(a, lat_recs, tp_rec, problems):
               + (f" ({a.interval_ms} ms apart)" if a.interval_ms else "")
               + f", changelog-producer = {a.producer}; each subscriber is its own process:")
         print()
-        print("| subscribers | samples | p50 ms | p99 ms | max ms | commit call p50 / p99 ms |")
+        print("| subscribers | samples | after the commit call returned: p50 / p99 / max ms | after the call started: "
+              "p50 / p99 ms | after the snapshot's timeMillis: p50 / p99 ms | commit call p50 / p99 ms |")
         print("|---:|---:|---:|---:|---:|---:|")
         for r in lat_recs:
-            print(f"| {r['subscribers']} | {r['samples']:,} | {f(r['p50_ms'])} | {f(r['p99_ms'])} | {f(r['max_ms'])} | "
+            print(f"| {r['subscribers']} | {r['samples']:,} | {f(r['p50_ms'])} / {f(r['p99_ms'])} / {f(r['max_ms'])} | "
+                  f"{f(r['from_call_start_p50_ms'])} / {f(r['from_call_start_p99_ms'])} | "
+                  f"{f(r['from_snapshot_time_p50_ms'])} / {f(r['from_snapshot_time_p99_ms'])} | "
                   f"{f(r['commit_call_p50_ms'])} / {f(r['commit_call_p99_ms'])} |")
     if tp_rec:
         print()

@@ -8,6 +8,7 @@
 //!                                        └──► Update ──ddl / dml──► count (one row)
 //! ```
 
+mod changelog;
 mod dialect;
 mod dml;
 mod provider;

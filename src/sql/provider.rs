@@ -151,6 +151,14 @@ async fn resolve(catalog: &Catalog, database: &str, name: &str) -> Result<Arc<dy
             parsed.selector,
             true,
         )?)),
+        Some("changelog") => {
+            if parsed.selector != SnapshotSelector::Latest {
+                return crate::error::invalid!(
+                    "{name}: the changelog takes no time travel; bound it with WHERE _snapshot_id"
+                );
+            }
+            Ok(Arc::new(super::changelog::ChangelogProvider::new(table)?))
+        }
         Some(kind) => system::provider(&table, kind, &parsed.selector).await,
     }
 }
@@ -240,7 +248,7 @@ struct Pushdown {
     bucket_key: Option<Vec<Datum>>,
 }
 
-fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+pub(crate) fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match e {
         Expr::BinaryExpr(BinaryExpr {
             left,
@@ -255,7 +263,7 @@ fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
 }
 
 /// `col <op> literal` or `literal <op> col` (the operator flipped so the column is on the left).
-fn column_op_literal(e: &Expr) -> Option<(&str, Operator, &ScalarValue)> {
+pub(crate) fn column_op_literal(e: &Expr) -> Option<(&str, Operator, &ScalarValue)> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
         return None;
     };

@@ -1,5 +1,5 @@
 //! Paimon's system tables, read as `<table>$<name>`: `snapshots`, `schemas`, `options`, `files`,
-//! `manifests`, `tags` (and `audit_log`, which is a scan; see the provider). Each is built in
+//! `manifests`, `tags` (and `audit_log` and `changelog`, which are scans; see the provider). Each is built in
 //! memory from the table's metadata when a statement names it.
 
 use std::sync::Arc;
@@ -25,6 +25,7 @@ pub(crate) const SYSTEM_TABLES: &[&str] = &[
     "manifests",
     "tags",
     "audit_log",
+    "changelog",
 ];
 
 pub(crate) async fn provider(

@@ -577,7 +577,7 @@ class CuttableProxy:
                 dst.sendall(data)
                 if rate:
                     time.sleep(len(data) / rate)
-        except OSError:
+        except (OSError, ValueError):  # cut: the sockets were closed under this thread
             return
 
     def cut(self):
