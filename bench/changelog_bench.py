@@ -21,7 +21,8 @@ throughput (issue 5).
               subscriber process counts the changelog rows (+I for new keys, -U/+U for existing ones).
               Changelog rows/s = rows received / (last row's receive time - first row's receive time);
               input rows/s divides the upserts by the same span; end to end runs from the first write
-              call to the last row received.
+              call to the last row received. Then the same changelog is read again by a bounded
+              subscription (from snapshot 1 to the last), as fast as the stream goes.
 
 The server runs from --bin (default target/release/tidelake if it exists, else target/debug/tidelake)
 on a temporary warehouse. Output: a human-readable table, a markdown section for bench/RESULTS.md, then
@@ -314,6 +315,23 @@ def throughput(a, conn, uri, work, problems):
                commit_s_p50=pct(commit_s, 50, digits=3), end_to_end_s=round(e2e, 3),
                end_to_end_rows_per_s=round(a.rows / e2e) if e2e > 0 else None,
                first_row_after_write_start_s=round(((r["first_ns"] or t_write0) - t_write0) / 1e9, 3))
+    # The same changelog read again after the writes, as fast as the stream goes (bounded catch-up).
+    end = adbc_sql(conn, f'SELECT max(snapshot_id) FROM default."{table}$snapshots"')[0][0]
+    sub = tidelake.subscribe(uri, f"default.{table}", user=USER, password=PASSWORD, start="from-snapshot",
+                             snapshot_id=1, end_snapshot_id=end)
+    t0 = time.monotonic_ns()
+    t_first, caught_up = None, 0
+    for b in sub:
+        if t_first is None:
+            t_first = time.monotonic_ns()
+        caught_up += b.num_rows
+    t1 = time.monotonic_ns()
+    if caught_up != rows:
+        problems.append(f"throughput: the catch-up read of snapshots 1..{end} gave {caught_up:,} rows, "
+                        f"the live subscriber {rows:,}")
+    rec.update(catchup_rows=caught_up, catchup_s=round((t1 - t0) / 1e9, 3),
+               catchup_rows_per_s=round(caught_up / ((t1 - t0) / 1e9)) if t1 > t0 else None,
+               catchup_first_row_s=round(((t_first or t1) - t0) / 1e9, 3))
     emit(rec)
     return rec
 
@@ -414,6 +432,8 @@ def report(a, lat_recs, tp_rec, problems):
               f"over {tp_rec['write_s']} s")
         print(f"  end to end                {tp_rec['upserts']:>12,}  {f(tp_rec['end_to_end_rows_per_s'], 0):>12} rows/s "
               f"over {tp_rec['end_to_end_s']} s (first write call to last row received)")
+        print(f"  catch-up read afterwards  {tp_rec['catchup_rows']:>12,}  {f(tp_rec['catchup_rows_per_s'], 0):>12} rows/s "
+              f"over {tp_rec['catchup_s']} s (from-snapshot 1, bounded; first row after {tp_rec['catchup_first_row_s']} s)")
     if problems:
         print()
         print("Problems:")
@@ -462,6 +482,8 @@ def report(a, lat_recs, tp_rec, problems):
               f"{f(tp_rec['write_rows_per_s'], 0)} |")
         print(f"| end to end (first write to last row received) | {tp_rec['upserts']:,} | {tp_rec['end_to_end_s']} | "
               f"{f(tp_rec['end_to_end_rows_per_s'], 0)} |")
+        print(f"| catch-up read of the same changelog afterwards (from-snapshot 1, bounded) | "
+              f"{tp_rec['catchup_rows']:,} | {tp_rec['catchup_s']} | {f(tp_rec['catchup_rows_per_s'], 0)} |")
     if problems:
         print()
         for p in problems:

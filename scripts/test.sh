@@ -7,8 +7,10 @@ PY=$(bash scripts/setup-python.sh | tail -n 1)
 export TIDELAKE_PYTHON="$PWD/$PY"
 export TIDELAKE_FIXTURES="${TIDELAKE_FIXTURES:-$PWD/../shared/fixtures/paimon-2.1}"
 cargo fmt --all -- --check
-cargo clippy --all-targets --quiet -- -D warnings
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --all-targets
+# The Rust client's example, which tests/python/test_rust_client.py runs against the server.
+cargo build -p tidelake-client --examples
 # End-to-end: the real ADBC Flight SQL driver and pyarrow.flight against `tidelake serve`
 # (the debug binary `cargo test` built above).
 TIDELAKE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/tidelake" "$PY" -m pytest -q tests/python

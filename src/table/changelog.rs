@@ -101,6 +101,9 @@ pub struct ChangelogReader {
     schema: SchemaRef,
 }
 
+/// (partition, bucket).
+type BucketId = (Vec<u8>, i32);
+
 /// A unit of a snapshot's changes: files of one bucket read in order, or merged.
 enum Unit {
     /// Files read as they are (changelog files, appended files).
@@ -298,7 +301,7 @@ impl ChangelogReader {
             vec![]
         };
         // Per (partition, bucket), in manifest order.
-        let mut groups: Vec<((Vec<u8>, i32), Vec<DataFileMeta>)> = Vec::new();
+        let mut groups: Vec<(BucketId, Vec<DataFileMeta>)> = Vec::new();
         for e in entries.into_iter().filter(|e| e.kind == FileKind::Add) {
             let id = (e.partition.clone(), e.bucket);
             match groups.iter_mut().find(|(g, _)| *g == id) {

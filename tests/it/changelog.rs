@@ -432,7 +432,7 @@ async fn a_subscription_follows_new_commits_and_its_consumer_resumes() {
     for _ in 0..100 {
         if let Ok(text) = std::fs::read_to_string(&path) {
             next = serde_json::from_str::<Value>(&text).unwrap()["nextSnapshot"].clone();
-            if next == Value::from(3) {
+            if next == 3 {
                 break;
             }
         }

@@ -860,6 +860,64 @@ def test_unauthenticated_subscription_is_refused(uri, flight_client, conn, db):
         flight_client.do_get(flight.Ticket(encode_ticket(t, "latest")), forged).read_all()
 
 
+# ---------------------------------------------------------------- start modes and bounds
+
+
+def test_start_modes_and_bounds(uri, conn, db, warehouse):
+    t = f"{db}.t"
+    create_table(conn, t, "lookup", "deduplicate", bucket=1)  # every write: APPEND, then COMPACT with its changelog
+    dml(conn, f"INSERT INTO {t} VALUES (1, 'a', 1), (2, 'b', 2)")
+    time.sleep(0.02)  # distinct commit milliseconds for the timestamp bounds
+    dml(conn, f"UPDATE {t} SET n = 20 WHERE id = 2")
+    time.sleep(0.02)
+    dml(conn, f"INSERT INTO {t} VALUES (3, 'c', 3)")
+    time.sleep(0.02)
+    dml(conn, f"DELETE FROM {t} WHERE id = 1")
+    snaps = snapshots(conn, t)
+    latest = snaps[-1][0]
+    millis = {}
+    for f in (table_dir(warehouse, t) / "snapshot").glob("snapshot-*"):
+        js = json.loads(f.read_text())
+        millis[js["id"]] = js["timeMillis"]
+    compacts = [i for i, k in snaps if k == "COMPACT"]
+    assert len(compacts) >= 3, snaps
+
+    def state_at(sid):
+        return table_rows(conn, f"SELECT * FROM {t} FOR SYSTEM_TIME AS OF {sid}")
+
+    def bounded(**kw):
+        return read_bounded(subscribe(uri, t, **kw))
+
+    # latest-full: the latest snapshot's rows as +I, completed as that snapshot.
+    c = bounded(start="latest-full", end_snapshot_id=latest)
+    assert {k for _, k, _ in c.changes} == {"+I"} and c.completed == [latest]
+    assert sorted((r for _, _, r in c.changes), key=_sort_key) == state_at(latest)
+    # from-snapshot-full: snapshot S as +I, then the changes of later snapshots; the fold ends at latest.
+    s = compacts[0]
+    c = bounded(start="from-snapshot-full", snapshot_id=s, end_snapshot_id=latest)
+    assert c.completed[0] == s and c.completed[-1] == latest
+    assert sorted((r for snap, _, r in c.changes if snap == s), key=_sort_key) == state_at(s)
+    assert sorted(fold_exact(c.changes).values(), key=_sort_key) == state_at(latest)
+    # compacted-full: the latest COMPACT snapshot in full.
+    c = bounded(start="compacted-full", end_snapshot_id=latest)
+    assert c.completed[0] == compacts[-1]
+    assert sorted((r for snap, _, r in c.changes if snap == compacts[-1]), key=_sort_key) == state_at(compacts[-1])
+    # from-timestamp: the first snapshot committed at or after the time.
+    ts = millis[compacts[1]]
+    c = bounded(start="from-timestamp", timestamp_millis=ts, end_snapshot_id=latest)
+    assert c.completed[0] == min(i for i, m in millis.items() if m >= ts), (ts, millis, c.completed)
+    # end_timestamp_millis: the last snapshot committed at or before the time.
+    c = bounded(start="from-snapshot", snapshot_id=1, end_timestamp_millis=ts)
+    assert c.completed[-1] == max(i for i, m in millis.items() if m <= ts), (ts, millis, c.completed)
+    assert sorted(fold_exact(c.changes).values(), key=_sort_key) == state_at(c.completed[-1])
+    # An unqualified name is looked up in the session's current database ("default").
+    with pytest.raises(pa.ArrowKeyError):
+        subscribe(uri, "t", start="latest")
+    # A consumer id must be usable as a file name.
+    with pytest.raises(pa.ArrowInvalid):
+        subscribe(uri, t, start="latest", consumer_id="../escape")
+
+
 # ---------------------------------------------------------------- projection and filter
 
 

@@ -39,7 +39,8 @@ def main(argv=None):
         a.uri, a.table, user=a.user, password=a.password, start=a.start, snapshot_id=a.snapshot_id,
         timestamp_millis=a.timestamp_millis, consumer_id=a.consumer_id, end_snapshot_id=a.end_snapshot_id,
         columns=a.columns.split(",") if a.columns else None, filter=a.filter)
-    print(f"# {a.table} at {a.uri}: {sub.schema}".replace("\n", ", "), file=sys.stderr)
+    columns = ", ".join(f"{f.name} {f.type}" for f in sub.schema)
+    print(f"# {a.table} at {a.uri}: {columns}", file=sys.stderr)
     try:
         with sub:
             for batch in sub:
