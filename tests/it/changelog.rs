@@ -520,3 +520,55 @@ async fn expired_start_names_the_earliest_snapshot() {
         .count();
     assert_eq!(changelogs, retained);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_keeps_what_a_live_consumer_needs_and_drops_abandoned_ones() {
+    let s = Scratch::new();
+    let table = s
+        .create(
+            "db.t",
+            "id BIGINT NOT NULL, n BIGINT, s STRING",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "1"),
+                ("write-only", "true"),
+                ("snapshot.num-retained.min", "1"),
+                ("snapshot.num-retained.max", "2"),
+                ("consumer.expiration-time", "2s"),
+            ],
+        )
+        .await;
+    let write = |id: i64| {
+        let table = table.clone();
+        async move {
+            table
+                .write_batches(
+                    &[batch(&[("+I", (id, None, None))])],
+                    WriteOptions {
+                        row_kind_column: Some("op".into()),
+                    },
+                    None,
+                )
+                .await
+                .unwrap();
+            table.expire_snapshots(None).await.unwrap();
+        }
+    };
+    write(0).await;
+    table.consumer_manager().record("slow", 1).await.unwrap();
+    for id in 1..6 {
+        write(id).await;
+    }
+    let sm = table.snapshot_manager();
+    assert_eq!(sm.earliest_id().await.unwrap(), Some(1), "the consumer still needs snapshot 1");
+    // The consumer reads on: expiry follows it.
+    table.consumer_manager().record("slow", 4).await.unwrap();
+    write(6).await;
+    assert_eq!(sm.earliest_id().await.unwrap(), Some(4));
+    // Abandoned: its file is older than consumer.expiration-time, so it no longer holds snapshots.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    write(7).await;
+    assert_eq!(sm.earliest_id().await.unwrap(), Some(7));
+    assert_eq!(table.consumer_manager().next_snapshot("slow").await.unwrap(), None);
+}
