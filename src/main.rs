@@ -117,6 +117,26 @@ enum Command {
         #[arg(long = "partition", value_name = "KEY=VALUE", requires = "overwrite")]
         partitions: Vec<String>,
     },
+    /// Print a table's changes (+I/-U/+U/-D), snapshot by snapshot; follows new commits unless
+    /// --until bounds it.
+    Changelog {
+        table: String,
+        /// First snapshot whose changes are printed (default: the latest snapshot in full, then
+        /// the changes after it).
+        #[arg(long)]
+        from: Option<i64>,
+        /// Stop after this snapshot.
+        #[arg(long)]
+        until: Option<i64>,
+        /// Record progress as this consumer (and resume from it).
+        #[arg(long)]
+        consumer_id: Option<String>,
+        /// Columns to print after the row kind, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        columns: Vec<String>,
+        #[arg(long, value_enum, default_value = "jsonl")]
+        format: OutputFormat,
+    },
     /// Print the rows of a table at a snapshot.
     Scan {
         table: String,
@@ -331,6 +351,37 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             match outcome.snapshot_id() {
                 Some(s) => println!("loaded {rows} rows into {id}: snapshot {s}"),
                 None => println!("nothing to load into {id}: the file has no rows"),
+            }
+        }
+        Command::Changelog {
+            table,
+            from,
+            until,
+            consumer_id,
+            columns,
+            format,
+        } => {
+            use tidelake::table::changelog::{ChangeEvent, StartMode, StreamOptions, Subscription};
+            let catalog = open()?;
+            let t = catalog.load_table(&Identifier::parse(&table)?).await?;
+            let opts = StreamOptions {
+                start: from.map_or(StartMode::Default, StartMode::FromSnapshot),
+                consumer_id,
+                end_snapshot: until,
+                projection: (!columns.is_empty()).then_some(columns),
+                ..Default::default()
+            };
+            let mut sub =
+                Subscription::start(t, opts, std::time::Duration::from_secs(3600)).await?;
+            let schema = sub.schema();
+            while let Some(event) = sub.next().await {
+                match event? {
+                    ChangeEvent::Rows { snapshot_id, batch } => {
+                        eprintln!("snapshot {snapshot_id}");
+                        cli::output::print(&schema, &[batch], format)?;
+                    }
+                    ChangeEvent::Completed { .. } | ChangeEvent::Idle { .. } => {}
+                }
             }
         }
         Command::Scan {
