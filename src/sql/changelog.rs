@@ -2,6 +2,8 @@
 //! per change with its `_row_kind` and `_snapshot_id`, in snapshot order. Bounds on
 //! `_snapshot_id` in the WHERE clause choose which snapshots are read (the filter is re-applied
 //! by DataFusion too); without them every retained snapshot up to the latest at planning is read.
+//! Like any SQL result, the row order is only guaranteed with `ORDER BY _snapshot_id`, which the
+//! scan satisfies without sorting (each snapshot's rows keep their changelog order).
 
 use std::sync::Arc;
 
@@ -13,6 +15,8 @@ use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::datasource::TableType;
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
@@ -135,7 +139,16 @@ impl TableProvider for ChangelogProvider {
             from,
             to,
         });
-        let exec = StreamingTableExec::try_new(out_schema, vec![partition], None, [], false, None)?;
+        // Rows come in snapshot order: `ORDER BY _snapshot_id` needs no sort and keeps each
+        // snapshot's own order (-U before its +U).
+        let ordering = out_schema.index_of(SNAPSHOT_ID_COLUMN).ok().and_then(|i| {
+            LexOrdering::new([PhysicalSortExpr::new_default(Arc::new(Column::new(
+                SNAPSHOT_ID_COLUMN,
+                i,
+            )))])
+        });
+        let exec =
+            StreamingTableExec::try_new(out_schema, vec![partition], None, ordering, false, None)?;
         Ok(Arc::new(exec))
     }
 }

@@ -521,6 +521,15 @@ async fn follow(
         }
         Ok::<_, crate::error::Error>(())
     };
+    // Tell the subscriber where it stands before anything happens, so that a reconnect before
+    // the first change resumes from this position instead of a later "latest".
+    if pos.full.is_none() {
+        tx.send(Ok(ChangeEvent::Idle {
+            last_completed: pos.next - 1,
+        }))
+        .await
+        .map_err(|_| closed())?;
+    }
     if let Some(id) = pos.full {
         if done(id) {
             return Ok(());

@@ -408,10 +408,12 @@ async fn a_subscription_follows_new_commits_and_its_consumer_resumes() {
     let mut sub = Subscription::start(table.clone(), opts.clone(), Duration::from_millis(100))
         .await
         .unwrap();
-    // Idle: a heartbeat names the last completed snapshot.
-    match sub.next().await.unwrap().unwrap() {
-        ChangeEvent::Idle { last_completed } => assert_eq!(last_completed, 1),
-        other => panic!("expected a heartbeat, got {other:?}"),
+    // The start position, then (idle) a heartbeat: both name the last completed snapshot.
+    for _ in 0..2 {
+        match sub.next().await.unwrap().unwrap() {
+            ChangeEvent::Idle { last_completed } => assert_eq!(last_completed, 1),
+            other => panic!("expected a heartbeat, got {other:?}"),
+        }
     }
     write(1).await;
     let mut got = Vec::new();
@@ -444,6 +446,11 @@ async fn a_subscription_follows_new_commits_and_its_consumer_resumes() {
     let mut sub = Subscription::start(table.clone(), opts, Duration::from_secs(60))
         .await
         .unwrap();
+    // First the position (snapshot 2 done), then snapshot 3's rows.
+    match sub.next().await.unwrap().unwrap() {
+        ChangeEvent::Idle { last_completed } => assert_eq!(last_completed, 2),
+        other => panic!("expected the start position, got {other:?}"),
+    }
     match sub.next().await.unwrap().unwrap() {
         ChangeEvent::Rows { snapshot_id, batch } => {
             assert_eq!(snapshot_id, 3);
@@ -561,7 +568,11 @@ async fn expiry_keeps_what_a_live_consumer_needs_and_drops_abandoned_ones() {
         write(id).await;
     }
     let sm = table.snapshot_manager();
-    assert_eq!(sm.earliest_id().await.unwrap(), Some(1), "the consumer still needs snapshot 1");
+    assert_eq!(
+        sm.earliest_id().await.unwrap(),
+        Some(1),
+        "the consumer still needs snapshot 1"
+    );
     // The consumer reads on: expiry follows it.
     table.consumer_manager().record("slow", 4).await.unwrap();
     write(6).await;
@@ -570,5 +581,12 @@ async fn expiry_keeps_what_a_live_consumer_needs_and_drops_abandoned_ones() {
     tokio::time::sleep(Duration::from_millis(2200)).await;
     write(7).await;
     assert_eq!(sm.earliest_id().await.unwrap(), Some(7));
-    assert_eq!(table.consumer_manager().next_snapshot("slow").await.unwrap(), None);
+    assert_eq!(
+        table
+            .consumer_manager()
+            .next_snapshot("slow")
+            .await
+            .unwrap(),
+        None
+    );
 }
