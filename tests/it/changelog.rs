@@ -590,3 +590,55 @@ async fn expiry_keeps_what_a_live_consumer_needs_and_drops_abandoned_ones() {
         None
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_subscriber_holds_back_its_own_reading() {
+    let s = Scratch::new();
+    let table = s
+        .create(
+            "db.t",
+            "id BIGINT NOT NULL, n BIGINT, s STRING",
+            &["id"],
+            &[],
+            &[("bucket", "1"), ("changelog-producer", "input"), ("write-only", "true")],
+        )
+        .await;
+    for id in 0..20 {
+        table
+            .write_batches(
+                &[batch(&[("+I", (id, None, None))])],
+                WriteOptions {
+                    row_kind_column: Some("op".into()),
+                },
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let opts = StreamOptions {
+        start: StartMode::FromSnapshot(1),
+        consumer_id: Some("slow".into()),
+        ..Default::default()
+    };
+    let mut sub = Subscription::start(table.clone(), opts, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(matches!(sub.next().await, Some(Ok(ChangeEvent::Idle { .. }))));
+    // The subscriber stops reading: the subscription reads at most a few events ahead.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let next = table
+        .consumer_manager()
+        .next_snapshot("slow")
+        .await
+        .unwrap()
+        .unwrap_or(1);
+    assert!(next <= 3, "read ahead to snapshot {next} without a reader");
+    // Reading on delivers everything.
+    let mut ids = Vec::new();
+    while ids.len() < 20 {
+        if let ChangeEvent::Rows { batch, .. } = sub.next().await.unwrap().unwrap() {
+            ids.extend(rows(&[batch]).into_iter().map(|r| r[1].as_i64().unwrap()));
+        }
+    }
+    assert_eq!(ids, (0..20).collect::<Vec<_>>());
+}
