@@ -24,60 +24,11 @@ use super::status::{invalid, to_status};
 use crate::catalog::{Catalog, Identifier};
 use crate::table::changelog::{self, ChangeEvent, StreamOptions, Subscription};
 
-/// The `Any.type_url` of a changelog ticket.
-pub const TICKET_TYPE_URL: &str = "type.googleapis.com/tidelake.ChangelogTicket";
+// The messages of `proto/tidelake.proto`, declared once in the Rust client crate.
+pub use tidelake_client::{ChangelogProgress, ChangelogTicket, StartMode, TICKET_TYPE_URL};
 
 /// Largest IPC message body a batch is cut to (clients' default limits are 4 MiB and up).
 const MAX_MESSAGE_BYTES: usize = 2 * 1024 * 1024;
-
-/// `tidelake.StartMode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
-#[repr(i32)]
-pub enum StartMode {
-    StartDefault = 0,
-    Latest = 1,
-    LatestFull = 2,
-    FromSnapshot = 3,
-    FromSnapshotFull = 4,
-    FromTimestamp = 5,
-    CompactedFull = 6,
-}
-
-/// `tidelake.ChangelogTicket`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ChangelogTicket {
-    #[prost(string, tag = "1")]
-    pub table: String,
-    #[prost(enumeration = "StartMode", tag = "2")]
-    pub start: i32,
-    #[prost(int64, tag = "3")]
-    pub snapshot_id: i64,
-    #[prost(int64, tag = "4")]
-    pub timestamp_millis: i64,
-    #[prost(string, tag = "5")]
-    pub consumer_id: String,
-    #[prost(int64, tag = "6")]
-    pub end_snapshot_id: i64,
-    #[prost(int64, tag = "7")]
-    pub end_timestamp_millis: i64,
-    #[prost(string, repeated, tag = "8")]
-    pub columns: Vec<String>,
-    #[prost(string, tag = "9")]
-    pub filter: String,
-    #[prost(int64, tag = "10")]
-    pub heartbeat_millis: i64,
-}
-
-/// `tidelake.ChangelogProgress`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ChangelogProgress {
-    #[prost(int64, tag = "1")]
-    pub snapshot_id: i64,
-    #[prost(bool, tag = "2")]
-    pub complete: bool,
-    #[prost(bool, tag = "3")]
-    pub heartbeat: bool,
-}
 
 /// The changelog ticket in DoGet ticket bytes, if they hold one.
 pub fn parse_ticket(bytes: &[u8]) -> Option<Result<ChangelogTicket, Status>> {

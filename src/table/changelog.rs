@@ -115,16 +115,7 @@ enum Unit {
 impl ChangelogReader {
     pub fn new(table: Table, projection: Option<&[String]>) -> Result<Self> {
         let layout = table.layout()?;
-        let projection: Vec<usize> = match projection {
-            None => (0..layout.schema.fields.len()).collect(),
-            Some(cols) => cols
-                .iter()
-                .map(|c| match layout.schema.field_index(c) {
-                    Some(i) => Ok(i),
-                    None => invalid!("table {} has no column '{c}'", table.identifier()),
-                })
-                .collect::<Result<Vec<_>>>()?,
-        };
+        let projection = super::read::resolve_projection(&table, &layout, projection)?;
         let mut fields = vec![Arc::new(Field::new(ROW_KIND_COLUMN, DataType::Utf8, false))];
         fields.extend(
             projection
@@ -398,18 +389,7 @@ impl ChangelogReader {
                         }
                     }
                     Unit::Merge(runs) => {
-                        let streams = runs
-                            .into_iter()
-                            .map(|files| {
-                                data_file::run_stream(
-                                    handle.clone(),
-                                    io.clone(),
-                                    Arc::clone(&layout.file_schema),
-                                    files,
-                                    None,
-                                )
-                            })
-                            .collect();
+                        let streams = data_file::run_streams(&handle, &io, &layout, runs);
                         let all: Vec<usize> = (0..layout.schema.fields.len()).collect();
                         let spec = layout.merge_spec(&all, true);
                         merge_streams(streams, &spec, |merged| send(convert(&merged, true)))?;

@@ -424,18 +424,7 @@ pub(crate) async fn rewrite(
                 changelog: vec![],
             });
         }
-        let streams: Vec<RunStream> = runs
-            .into_iter()
-            .map(|files| {
-                data_file::run_stream(
-                    handle.clone(),
-                    io.clone(),
-                    Arc::clone(&layout.file_schema),
-                    files,
-                    None,
-                )
-            })
-            .collect();
+        let streams: Vec<RunStream> = data_file::run_streams(&handle, &io, &layout, runs);
         let all: Vec<usize> = (0..layout.schema.fields.len()).collect();
         let spec = layout.merge_spec(&all, !drop_delete);
         let read_spec = layout.merge_spec(&all, false);

@@ -432,6 +432,26 @@ pub(crate) fn decode_filtered(
     Ok(out)
 }
 
+/// Each sorted run (file paths in key order) as a stream of whole rows in the file layout.
+pub(crate) fn run_streams(
+    handle: &tokio::runtime::Handle,
+    io: &crate::io::FileIo,
+    layout: &super::layout::TableLayout,
+    runs: Vec<Vec<String>>,
+) -> Vec<crate::lsm::merge::stream::RunStream> {
+    runs.into_iter()
+        .map(|files| {
+            run_stream(
+                handle.clone(),
+                io.clone(),
+                Arc::clone(&layout.file_schema),
+                files,
+                None,
+            )
+        })
+        .collect()
+}
+
 /// A sorted run read file by file (one file's batches in memory at a time).
 pub(crate) fn run_stream(
     handle: tokio::runtime::Handle,

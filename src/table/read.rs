@@ -76,20 +76,29 @@ fn prepend_kinds(
     })
 }
 
+/// Positions in the table schema of the named columns (`None`: every column).
+pub(crate) fn resolve_projection(
+    table: &Table,
+    layout: &TableLayout,
+    projection: Option<&[String]>,
+) -> Result<Vec<usize>> {
+    match projection {
+        None => Ok((0..layout.schema.fields.len()).collect()),
+        Some(cols) => cols
+            .iter()
+            .map(|c| match layout.schema.field_index(c) {
+                Some(i) => Ok(i),
+                None => invalid!("table {} has no column '{c}'", table.identifier()),
+            })
+            .collect(),
+    }
+}
+
 impl TableRead {
     /// `projection`: column names to return, in that order (`None` = all columns).
     pub(crate) fn new(table: Table, projection: Option<&[String]>) -> Result<Self> {
         let layout = table.layout()?;
-        let projection = match projection {
-            None => (0..layout.schema.fields.len()).collect(),
-            Some(cols) => cols
-                .iter()
-                .map(|c| match layout.schema.field_index(c) {
-                    Some(i) => Ok(i),
-                    None => invalid!("table {} has no column '{c}'", table.identifier()),
-                })
-                .collect::<Result<Vec<_>>>()?,
-        };
+        let projection = resolve_projection(&table, &layout, projection)?;
         let output_schema = Arc::new(layout.arrow_schema.project(&projection).context(
             ArrowSnafu {
                 context: "projecting the schema",

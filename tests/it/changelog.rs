@@ -123,6 +123,20 @@ fn changes(
     out
 }
 
+/// Commits one `+I` row with key `id` as a batch job.
+async fn insert_one(table: &Table, id: i64) {
+    table
+        .write_batches(
+            &[batch(&[("+I", (id, Some(id), None))])],
+            WriteOptions {
+                row_kind_column: Some("op".into()),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+}
+
 /// Writes random commits: batch jobs, a long-lived writer with several commits, separate
 /// compaction jobs.
 async fn write_history(table: &Table, engine: Engine, seed: u64) {
@@ -384,21 +398,7 @@ async fn a_subscription_follows_new_commits_and_its_consumer_resumes() {
             &[("bucket", "1"), ("changelog-producer", "input")],
         )
         .await;
-    let write = |id: i64| {
-        let table = table.clone();
-        async move {
-            table
-                .write_batches(
-                    &[batch(&[("+I", (id, Some(id), None))])],
-                    WriteOptions {
-                        row_kind_column: Some("op".into()),
-                    },
-                    None,
-                )
-                .await
-                .unwrap()
-        }
-    };
+    let write = |id: i64| insert_one(&table, id);
     write(0).await;
     let opts = StreamOptions {
         start: StartMode::Latest,
@@ -478,16 +478,7 @@ async fn expired_start_names_the_earliest_snapshot() {
         )
         .await;
     for id in 0..5 {
-        table
-            .write_batches(
-                &[batch(&[("+I", (id, None, None))])],
-                WriteOptions {
-                    row_kind_column: Some("op".into()),
-                },
-                None,
-            )
-            .await
-            .unwrap();
+        insert_one(&table, id).await;
     }
     let opts = StreamOptions {
         start: StartMode::FromSnapshot(1),
@@ -549,16 +540,7 @@ async fn expiry_keeps_what_a_live_consumer_needs_and_drops_abandoned_ones() {
     let write = |id: i64| {
         let table = table.clone();
         async move {
-            table
-                .write_batches(
-                    &[batch(&[("+I", (id, None, None))])],
-                    WriteOptions {
-                        row_kind_column: Some("op".into()),
-                    },
-                    None,
-                )
-                .await
-                .unwrap();
+            insert_one(&table, id).await;
             table.expire_snapshots(None).await.unwrap();
         }
     };
@@ -600,20 +582,15 @@ async fn a_slow_subscriber_holds_back_its_own_reading() {
             "id BIGINT NOT NULL, n BIGINT, s STRING",
             &["id"],
             &[],
-            &[("bucket", "1"), ("changelog-producer", "input"), ("write-only", "true")],
+            &[
+                ("bucket", "1"),
+                ("changelog-producer", "input"),
+                ("write-only", "true"),
+            ],
         )
         .await;
     for id in 0..20 {
-        table
-            .write_batches(
-                &[batch(&[("+I", (id, None, None))])],
-                WriteOptions {
-                    row_kind_column: Some("op".into()),
-                },
-                None,
-            )
-            .await
-            .unwrap();
+        insert_one(&table, id).await;
     }
     let opts = StreamOptions {
         start: StartMode::FromSnapshot(1),
@@ -623,7 +600,10 @@ async fn a_slow_subscriber_holds_back_its_own_reading() {
     let mut sub = Subscription::start(table.clone(), opts, Duration::from_secs(60))
         .await
         .unwrap();
-    assert!(matches!(sub.next().await, Some(Ok(ChangeEvent::Idle { .. }))));
+    assert!(matches!(
+        sub.next().await,
+        Some(Ok(ChangeEvent::Idle { .. }))
+    ));
     // The subscriber stops reading: the subscription reads at most a few events ahead.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let next = table

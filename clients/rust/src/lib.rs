@@ -1,4 +1,5 @@
-//! A Rust client for tidelake's changelog subscriptions (`proto/tidelake.proto`): open a DoGet
+//! A Rust client for tidelake's changelog subscriptions (`proto/tidelake.proto`, whose messages
+//! are declared here once; the server uses these declarations too): open a DoGet
 //! with a `ChangelogTicket` and receive the table's changes batch by batch, each with the snapshot
 //! it belongs to. [`Subscriber`] reconnects after transport failures and resumes after the last
 //! completed snapshot (skipping rows of a snapshot it had partly delivered), so nothing is lost
@@ -63,7 +64,8 @@ pub struct ChangelogProgress {
     pub heartbeat: bool,
 }
 
-const TICKET_TYPE_URL: &str = "type.googleapis.com/tidelake.ChangelogTicket";
+/// The `google.protobuf.Any` type URL a changelog ticket is wrapped with.
+pub const TICKET_TYPE_URL: &str = "type.googleapis.com/tidelake.ChangelogTicket";
 
 /// `google.protobuf.Any`.
 #[derive(Clone, PartialEq, prost::Message)]
