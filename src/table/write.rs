@@ -30,7 +30,7 @@ use crate::lsm::{PendingRun, WriteBuffer};
 use crate::manifest::FileNamer;
 use crate::spec::binary_row::{self, BinaryRowWriter};
 use crate::spec::manifest::FileSource;
-use crate::spec::{BucketMode, ChangelogProducer, DataFileMeta, MergeEngine, RowKind};
+use crate::spec::{BucketMode, ChangelogProducer, CommitKind, DataFileMeta, MergeEngine, RowKind};
 
 /// New files of one (partition, bucket), produced by a writer for one commit.
 #[derive(Debug, Clone)]
@@ -209,8 +209,6 @@ pub struct TableWrite {
     pending_changelog: HashMap<BucketId, Vec<DataFileMeta>>,
     spill_rows: usize,
     producer: ChangelogProducer,
-    /// Commits prepared by this writer (the `full-compaction` producer counts them).
-    commits_prepared: u64,
 }
 
 impl TableWrite {
@@ -248,7 +246,6 @@ impl TableWrite {
             pending_changelog: HashMap::new(),
             spill_rows,
             producer: layout_producer,
-            commits_prepared: 0,
         })
     }
 
@@ -355,7 +352,6 @@ impl TableWrite {
             }
         }
         messages.sort_by(|a, b| (&a.partition, a.bucket).cmp(&(&b.partition, b.bucket)));
-        self.commits_prepared += 1;
         self.compact_touched(&mut messages).await?;
         messages.retain(|m| !m.is_empty());
         Ok(messages)
@@ -552,7 +548,9 @@ impl TableWrite {
                     .and_then(|v| v.trim().parse::<u64>().ok())
                     .unwrap_or(1)
                     .max(1);
-                (self.commits_prepared % every == 0).then_some(Force::Full)
+                self.full_compaction_due(every)
+                    .await?
+                    .then_some(Force::Full)
             }
             _ => None,
         };
@@ -575,6 +573,37 @@ impl TableWrite {
             }
         }
         Ok(())
+    }
+
+    /// Whether the commit being prepared is the `every`-th since the last full compaction
+    /// (`full-compaction.delta-commits`). Counted over committed snapshots, so that batch jobs,
+    /// each with a writer of its own, count too: APPEND snapshots after the newest COMPACT
+    /// snapshot that carries a changelog (a full compaction's).
+    async fn full_compaction_due(&self, every: u64) -> Result<bool> {
+        if every <= 1 {
+            return Ok(true);
+        }
+        let sm = self.table.snapshot_manager();
+        let (Some(latest), Some(earliest)) = (sm.latest_id().await?, sm.earliest_id().await?)
+        else {
+            return Ok(false);
+        };
+        let mut appends = 0u64;
+        let mut id = latest;
+        while id >= earliest && appends + 1 < every {
+            match sm.try_snapshot(id).await? {
+                Some(s)
+                    if s.commit_kind == CommitKind::Compact
+                        && s.changelog_manifest_list.is_some() =>
+                {
+                    break
+                }
+                Some(s) if s.commit_kind == CommitKind::Append => appends += 1,
+                _ => {}
+            }
+            id -= 1;
+        }
+        Ok(appends + 1 >= every)
     }
 
     /// Re-reads the live files of the buckets in `messages` from the latest snapshot, so that what
