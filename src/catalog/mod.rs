@@ -372,6 +372,42 @@ impl Catalog {
         }
     }
 
+    /// Applies schema changes to a table (a new `schema-N`); returns the table at its new schema.
+    pub async fn alter_table(
+        &self,
+        id: &Identifier,
+        changes: &[crate::schema::change::SchemaChange],
+    ) -> Result<Table> {
+        let sm = SchemaManager::new(self.io.clone(), Self::table_path(id));
+        sm.commit(&id.to_string(), changes).await?;
+        self.load_table(id).await
+    }
+
+    /// Renames a table (its directory moves; the database of `to` must exist).
+    pub async fn rename_table(&self, from: &Identifier, to: &Identifier) -> Result<Table> {
+        validate_name("table", &to.table)?;
+        self.load_table(from).await?;
+        if !self.database_exists(&to.database).await? {
+            return NotFoundSnafu {
+                message: format!("database '{}' does not exist", to.database),
+            }
+            .fail();
+        }
+        let target = Self::table_path(to);
+        if !SchemaManager::new(self.io.clone(), target.clone())
+            .list_ids()
+            .await?
+            .is_empty()
+        {
+            return AlreadyExistsSnafu {
+                message: format!("table '{to}' already exists"),
+            }
+            .fail();
+        }
+        self.io.rename_dir(&Self::table_path(from), &target).await?;
+        self.load_table(to).await
+    }
+
     pub async fn drop_table(&self, id: &Identifier, ignore_if_missing: bool) -> Result<()> {
         let path = Self::table_path(id);
         if SchemaManager::new(self.io.clone(), path.clone())

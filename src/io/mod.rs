@@ -229,6 +229,29 @@ impl FileIo {
         }
     }
 
+    /// Moves everything under `from` to `to` (which must not exist): one directory rename on a
+    /// local warehouse, a copy of each object then the deletion of the originals on object stores.
+    pub async fn rename_dir(&self, from: &str, to: &str) -> Result<()> {
+        if let Some(root) = &self.local_root {
+            let (src, dst) = (root.join(from), root.join(to));
+            return blocking(from, move || rename_local_dir(&src, &dst)).await;
+        }
+        let files = self.list_recursive(from).await?;
+        for f in &files {
+            let rel = f.path.strip_prefix(from).unwrap_or(&f.path);
+            let target = format!("{to}{rel}");
+            let (src, dst) = (Self::store_path(&f.path)?, Self::store_path(&target)?);
+            self.store
+                .copy_if_not_exists(&src, &dst)
+                .await
+                .context(StorageSnafu { path: &target })?;
+        }
+        for f in &files {
+            self.delete(&f.path).await?;
+        }
+        Ok(())
+    }
+
     /// Deletes everything under `dir`.
     pub async fn delete_dir(&self, dir: &str) -> Result<()> {
         for f in self.list_recursive(dir).await? {
@@ -293,6 +316,18 @@ fn create_dir_all(path: &std::path::Path) -> Result<()> {
     std::fs::create_dir_all(path).context(LocalIoSnafu {
         path: path.display().to_string(),
     })
+}
+
+#[allow(clippy::disallowed_methods)] // the blocking pool runs it; a directory rename is one syscall
+fn rename_local_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    if to.exists() {
+        // Only an empty leftover directory may be replaced.
+        std::fs::remove_dir(to)?;
+    }
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::rename(from, to)
 }
 
 #[allow(clippy::disallowed_methods)]

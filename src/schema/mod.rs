@@ -1,9 +1,13 @@
-//! The schema manager: the versioned `schema/schema-N` files of one table.
+//! The schema manager: the versioned `schema/schema-N` files of one table, and schema evolution
+//! (`change`): the next version is written with create-if-absent, so concurrent ALTERs never
+//! overwrite each other.
+
+pub mod change;
 
 use bytes::Bytes;
 use snafu::ResultExt;
 
-use crate::error::{CorruptSnafu, JsonSnafu, NotFoundSnafu, Result};
+use crate::error::{ConflictSnafu, CorruptSnafu, JsonSnafu, NotFoundSnafu, Result};
 use crate::io::FileIo;
 use crate::spec::TableSchema;
 
@@ -65,6 +69,33 @@ impl SchemaManager {
             .fail();
         }
         Ok(schema)
+    }
+
+    /// Applies `changes` to the latest schema and writes the result as the next version; a
+    /// concurrent change that took the id first makes it retry on top of that one. Returns the
+    /// new schema. `table` names the table in errors.
+    pub async fn commit(
+        &self,
+        table: &str,
+        changes: &[change::SchemaChange],
+    ) -> Result<TableSchema> {
+        for _ in 0..20 {
+            let Some(latest) = self.latest().await? else {
+                return NotFoundSnafu {
+                    message: format!("table '{table}' does not exist"),
+                }
+                .fail();
+            };
+            let next = change::apply(&latest, table, changes, crate::catalog::now_millis())?;
+            if self.create(&next).await? {
+                return Ok(next);
+            }
+        }
+        ConflictSnafu {
+            table: table.to_string(),
+            message: "other schema changes kept taking the next schema id".to_string(),
+        }
+        .fail()
     }
 
     /// Writes `schema` as `schema-<id>` if no such file exists; `Ok(false)` if it already did.

@@ -69,6 +69,9 @@ impl Dialect for TidelakeDialect {
 
 /// Parses exactly one statement and rewrites table versions into versioned names.
 pub(crate) fn parse_one(sql: &str) -> Result<DFStatement> {
+    // Flink's `ALTER TABLE t SET (...)` / `RESET (...)` are rewritten into parseable forms.
+    let rewritten = super::alter::rewrite_option_statement(sql);
+    let sql = rewritten.as_deref().unwrap_or(sql);
     let dialect = TidelakeDialect::default();
     let mut statements = DFParserBuilder::new(sql)
         .with_dialect(&dialect)

@@ -51,18 +51,7 @@ pub(super) fn table_definition(ct: &CreateTable) -> Result<(TableDefinition, boo
                 other => return invalid!("column '{}': option '{other}' is not supported", c.name),
             }
         }
-        let ty = paimon_type_name(&c.data_type.to_string());
-        let text = if not_null {
-            format!("{ty} NOT NULL")
-        } else {
-            ty
-        };
-        let ty: crate::spec::DataType = text.parse().map_err(|e| {
-            crate::error::InvalidArgumentSnafu {
-                message: format!("column '{}': {e}", c.name.value),
-            }
-            .build()
-        })?;
+        let ty = column_type(&c.name.value, &c.data_type, not_null)?;
         let _ = comment; // Column comments are not stored yet.
         def.columns.push((c.name.value.clone(), ty));
     }
@@ -100,6 +89,39 @@ pub(super) fn table_definition(ct: &CreateTable) -> Result<(TableDefinition, boo
         | datafusion::sql::sqlparser::ast::CreateTableOptions::TableProperties(o) => o,
         datafusion::sql::sqlparser::ast::CreateTableOptions::Plain(o) => o,
     };
+    def.options.extend(key_values(options)?);
+    if let Some(c) = &ct.comment {
+        def.comment = Some(match c {
+            datafusion::sql::sqlparser::ast::CommentDef::WithEq(s)
+            | datafusion::sql::sqlparser::ast::CommentDef::WithoutEq(s) => s.clone(),
+        });
+    }
+    Ok((def, ct.if_not_exists))
+}
+
+/// A column's Paimon type from its SQL type.
+pub(super) fn column_type(
+    name: &str,
+    sql: &datafusion::sql::sqlparser::ast::DataType,
+    not_null: bool,
+) -> Result<crate::spec::DataType> {
+    let ty = paimon_type_name(&sql.to_string());
+    let text = if not_null {
+        format!("{ty} NOT NULL")
+    } else {
+        ty
+    };
+    text.parse().map_err(|e| {
+        crate::error::InvalidArgumentSnafu {
+            message: format!("column '{name}': {e}"),
+        }
+        .build()
+    })
+}
+
+/// `'key' = 'value'` options (WITH, TBLPROPERTIES) as strings.
+pub(super) fn key_values(options: &[SqlOption]) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
     for o in options {
         match o {
             SqlOption::KeyValue { key, value } => {
@@ -113,20 +135,14 @@ pub(super) fn table_definition(ct: &CreateTable) -> Result<(TableDefinition, boo
                     Expr::Identifier(i) => i.value.clone(),
                     other => other.to_string(),
                 };
-                def.options.insert(key.value.clone(), v);
+                out.push((key.value.clone(), v));
             }
             other => {
                 return invalid!("table option '{other}' is not supported; use 'key' = 'value'")
             }
         }
     }
-    if let Some(c) = &ct.comment {
-        def.comment = Some(match c {
-            datafusion::sql::sqlparser::ast::CommentDef::WithEq(s)
-            | datafusion::sql::sqlparser::ast::CommentDef::WithoutEq(s) => s.clone(),
-        });
-    }
-    Ok((def, ct.if_not_exists))
+    Ok(out)
 }
 
 /// SQL type spellings to Paimon's.
@@ -576,7 +592,7 @@ pub(super) async fn call(
     let name = object_name_parts(&f.name)?;
     let proc = match name.as_slice() {
         [sys, p] if sys == "sys" => p.clone(),
-        _ => return invalid!("unknown procedure '{}'; procedures are sys.create_tag, sys.delete_tag and sys.rollback_to", f.name),
+        _ => return invalid!("unknown procedure '{}'; procedures are sys.create_tag, sys.delete_tag, sys.rollback_to and sys.reset_options", f.name),
     };
     let args = call_args(&f)?;
     let arg = |i: usize, what: &str| -> Result<String> {
@@ -610,6 +626,16 @@ pub(super) async fn call(
         "delete_tag" => {
             table.delete_tag(&arg(1, "tag name")?).await?;
         }
+        "reset_options" => {
+            let changes: Vec<crate::schema::change::SchemaChange> = args[1..]
+                .iter()
+                .flatten()
+                .map(|k| crate::schema::change::SchemaChange::RemoveOption { key: k.clone() })
+                .collect();
+            if !changes.is_empty() {
+                engine.catalog().alter_table(&id, &changes).await?;
+            }
+        }
         "rollback_to" => {
             let to = arg(1, "snapshot id or tag")?;
             let target = match to.parse::<i64>() {
@@ -620,7 +646,7 @@ pub(super) async fn call(
         }
         other => {
             return invalid!(
-                "unknown procedure 'sys.{other}'; procedures are sys.create_tag, sys.delete_tag and sys.rollback_to"
+                "unknown procedure 'sys.{other}'; procedures are sys.create_tag, sys.delete_tag, sys.rollback_to and sys.reset_options"
             )
         }
     }

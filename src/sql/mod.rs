@@ -8,6 +8,7 @@
 //!                                        └──► Update ──ddl / dml──► count (one row)
 //! ```
 
+mod alter;
 mod changelog;
 mod dialect;
 mod dml;
@@ -626,6 +627,7 @@ impl SqlEngine {
             Statement::Update(u) => dml::update(self, session, u, params).await,
             Statement::Delete(d) => dml::delete(self, session, d, params).await,
             Statement::Call(f) => dml::call(self, session, f).await,
+            Statement::AlterTable(a) => alter::alter_table(self, session, a).await,
             other => invalid!("statement not supported: {other}"),
         }
     }
@@ -731,6 +733,7 @@ fn classify(stmt: &DFStatement) -> Result<StatementKind> {
             | Statement::Drop { .. }
             | Statement::CreateSchema { .. }
             | Statement::CreateDatabase { .. }
+            | Statement::AlterTable(_)
             | Statement::Call(_) => Ok(StatementKind::Update),
             Statement::Copy { .. } => denied("COPY"),
             other => crate::error::SqlSnafu {

@@ -29,6 +29,7 @@ use snafu::ResultExt;
 use tokio::sync::{mpsc, watch};
 
 use super::data_file;
+use super::evolution::FileRef;
 use super::layout::TableLayout;
 use super::scan::SnapshotSelector;
 use super::Table;
@@ -107,9 +108,9 @@ type BucketId = (Vec<u8>, i32);
 /// A unit of a snapshot's changes: files of one bucket read in order, or merged.
 enum Unit {
     /// Files read as they are (changelog files, appended files).
-    Raw(Vec<String>),
+    Raw(Vec<FileRef>),
     /// Sorted runs merged into one record per key (`none` producer).
-    Merge(Vec<Vec<String>>),
+    Merge(Vec<Vec<FileRef>>),
 }
 
 impl ChangelogReader {
@@ -301,22 +302,27 @@ impl ChangelogReader {
             }
         }
         groups.sort_by(|a, b| a.0.cmp(&b.0));
+        self.table
+            .load_file_schemas(groups.iter().flat_map(|(_, files)| files.iter()))
+            .await?;
         let mut units = Vec::with_capacity(groups.len());
         for ((partition, bucket), mut files) in groups {
             let dir = self.table.bucket_dir(&partition, bucket)?;
-            let path = |f: &DataFileMeta| format!("{dir}/{}", f.file_name);
+            let file_ref = |f: &DataFileMeta| self.table.file_ref(&dir, f);
             if pk && producer == ChangelogProducer::None {
                 units.push(Unit::Merge(
                     data_file::key_ordered_runs(&files, &layout.key_types)
                         .iter()
-                        .map(|run| run.iter().map(path).collect())
-                        .collect(),
+                        .map(|run| run.iter().map(file_ref).collect::<Result<Vec<_>>>())
+                        .collect::<Result<Vec<_>>>()?,
                 ));
             } else {
                 if !pk {
                     files.sort_by_key(|f| (f.min_sequence_number, f.max_sequence_number));
                 }
-                units.push(Unit::Raw(files.iter().map(path).collect()));
+                units.push(Unit::Raw(
+                    files.iter().map(file_ref).collect::<Result<Vec<_>>>()?,
+                ));
             }
         }
         Ok(self.read_units(units))
@@ -381,9 +387,9 @@ impl ChangelogReader {
             for unit in units {
                 match unit {
                     Unit::Raw(files) => {
-                        for path in files {
-                            let bytes = handle.block_on(io.read(&path))?;
-                            for b in data_file::decode(&path, bytes, &layout.file_schema)? {
+                        for file in files {
+                            for b in data_file::read_file(&handle, &io, &file, &layout.file_schema)?
+                            {
                                 send(convert(&b, false))?;
                             }
                         }

@@ -18,6 +18,7 @@ use arrow::compute::concat_batches;
 use snafu::ResultExt;
 
 use super::data_file;
+use super::evolution::FileRef;
 use super::layout::TableLayout;
 use super::write::CommitMessage;
 use super::Table;
@@ -385,15 +386,23 @@ pub(crate) async fn rewrite(
     let layout = Arc::clone(layout);
     let io = table.io().clone();
     let handle = tokio::runtime::Handle::current();
-    let path_of = |f: &DataFileMeta| format!("{dir}/{}", f.file_name);
+    table
+        .load_file_schemas(inputs.iter().chain(&lookup_files))
+        .await?;
+    let file_ref = |f: &DataFileMeta| table.file_ref(&dir, f);
     // Runs in key order; each run's files are read one at a time.
-    let mut runs: Vec<Vec<String>> = Vec::new();
+    let mut runs: Vec<Vec<FileRef>> = Vec::new();
     let mut run_levels: Vec<i32> = Vec::new();
     if !pk {
         // Append files are concatenated oldest first.
         let mut files: Vec<&DataFileMeta> = inputs.iter().collect();
         files.sort_by_key(|f| (f.min_sequence_number, f.max_sequence_number));
-        runs.push(files.iter().map(|f| path_of(f)).collect());
+        runs.push(
+            files
+                .iter()
+                .map(|f| file_ref(f))
+                .collect::<Result<Vec<_>>>()?,
+        );
     } else {
         for files in data_file::key_ordered_runs(inputs, &layout.key_types)
             .into_iter()
@@ -403,7 +412,7 @@ pub(crate) async fn rewrite(
             ))
         {
             run_levels.push(files.first().map(|f| f.level).unwrap_or(0));
-            runs.push(files.iter().map(path_of).collect());
+            runs.push(files.iter().map(file_ref).collect::<Result<Vec<_>>>()?);
         }
     }
     let input_runs = run_levels.len() - lookup_runs_count(&lookup_files);
@@ -413,9 +422,8 @@ pub(crate) async fn rewrite(
         let mut changelog_outputs = changelog_outputs;
         if !pk {
             // Append inputs are given in sequence order; keep it.
-            for path in runs.iter().flatten() {
-                let bytes = handle.block_on(io.read(path))?;
-                for b in data_file::decode(path, bytes, &layout.file_schema)? {
+            for file in runs.iter().flatten() {
+                for b in data_file::read_file(&handle, &io, file, &layout.file_schema)? {
                     outputs.accept(b)?;
                 }
             }

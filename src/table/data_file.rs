@@ -15,6 +15,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use snafu::ResultExt;
 
+use super::evolution::{FileColumns, FileRef};
 use super::layout::{datum_at, TableLayout};
 use crate::error::{ArrowSnafu, ParquetSnafu, Result};
 use crate::spec::binary_row::{self, Datum};
@@ -366,7 +367,18 @@ fn stats_range(
 /// read as null, and types are cast where the writer chose another representation (e.g.
 /// `large_string`).
 pub fn decode(path: &str, bytes: Bytes, target: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    decode_filtered(path, bytes, target, None)
+    decode_filtered(path, bytes, target, None, None)
+}
+
+/// Reads one data file (written under any schema version) into batches of `target`.
+pub(crate) fn read_file(
+    handle: &tokio::runtime::Handle,
+    io: &crate::io::FileIo,
+    file: &FileRef,
+    target: &SchemaRef,
+) -> Result<Vec<RecordBatch>> {
+    let bytes = handle.block_on(io.read(&file.path))?;
+    decode_filtered(&file.path, bytes, target, None, file.columns.as_ref())
 }
 
 /// [`decode`], reading only the row groups `filter` keeps.
@@ -375,7 +387,15 @@ pub(crate) fn decode_filtered(
     bytes: Bytes,
     target: &SchemaRef,
     filter: Option<&RowGroupFilter>,
+    columns: Option<&FileColumns>,
 ) -> Result<Vec<RecordBatch>> {
+    // The name each target column has in this file (None: absent, read as NULL).
+    let file_name_of = |name: &str| -> Option<String> {
+        match columns.and_then(|c| c.get(name)) {
+            Some(mapped) => mapped.clone(),
+            None => Some(name.to_string()),
+        }
+    };
     // The page index is read only when pages may be skipped.
     let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(
         parquet::file::metadata::PageIndexPolicy::from(filter.is_some()),
@@ -393,7 +413,10 @@ pub(crate) fn decode_filtered(
     let file_fields = builder.schema().fields().clone();
     let mut roots = Vec::new();
     for f in target.fields() {
-        if let Some(i) = file_fields.iter().position(|ff| ff.name() == f.name()) {
+        let Some(name) = file_name_of(f.name()) else {
+            continue;
+        };
+        if let Some(i) = file_fields.iter().position(|ff| *ff.name() == name) {
             roots.push(i);
         }
     }
@@ -413,13 +436,15 @@ pub(crate) fn decode_filtered(
         let columns = target
             .fields()
             .iter()
-            .map(|f| match batch.column_by_name(f.name()) {
-                Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
-                Some(c) => cast(c, f.data_type()).context(ArrowSnafu {
-                    context: format!("{path}: column {}", f.name()),
-                }),
-                None => Ok(new_null_array(f.data_type(), n)),
-            })
+            .map(
+                |f| match file_name_of(f.name()).and_then(|n| batch.column_by_name(&n)) {
+                    Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
+                    Some(c) => cast(c, f.data_type()).context(ArrowSnafu {
+                        context: format!("{path}: column {}", f.name()),
+                    }),
+                    None => Ok(new_null_array(f.data_type(), n)),
+                },
+            )
             .collect::<Result<Vec<_>>>()?;
         let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
         let batch = RecordBatch::try_new_with_options(Arc::clone(target), columns, &opts).context(
@@ -432,12 +457,12 @@ pub(crate) fn decode_filtered(
     Ok(out)
 }
 
-/// Each sorted run (file paths in key order) as a stream of whole rows in the file layout.
+/// Each sorted run (files in key order) as a stream of whole rows in the file layout.
 pub(crate) fn run_streams(
     handle: &tokio::runtime::Handle,
     io: &crate::io::FileIo,
     layout: &super::layout::TableLayout,
-    runs: Vec<Vec<String>>,
+    runs: Vec<Vec<FileRef>>,
 ) -> Vec<crate::lsm::merge::stream::RunStream> {
     runs.into_iter()
         .map(|files| {
@@ -457,13 +482,19 @@ pub(crate) fn run_stream(
     handle: tokio::runtime::Handle,
     io: crate::io::FileIo,
     schema: arrow::datatypes::SchemaRef,
-    files: Vec<String>,
+    files: Vec<FileRef>,
     filter: Option<Arc<RowGroupFilter>>,
 ) -> crate::lsm::merge::stream::RunStream {
-    Box::new(files.into_iter().flat_map(move |path| {
-        let batches = handle
-            .block_on(io.read(&path))
-            .and_then(|bytes| decode_filtered(&path, bytes, &schema, filter.as_deref()));
+    Box::new(files.into_iter().flat_map(move |file| {
+        let batches = handle.block_on(io.read(&file.path)).and_then(|bytes| {
+            decode_filtered(
+                &file.path,
+                bytes,
+                &schema,
+                filter.as_deref(),
+                file.columns.as_ref(),
+            )
+        });
         match batches {
             Ok(bs) => bs.into_iter().map(Ok).collect::<Vec<_>>(),
             Err(e) => vec![Err(e)],

@@ -9,6 +9,7 @@ pub mod changelog;
 pub mod commit;
 pub mod compact;
 pub mod data_file;
+pub(crate) mod evolution;
 pub mod layout;
 pub mod lifecycle;
 pub mod read;
@@ -50,6 +51,8 @@ struct Inner {
     path: String,
     schema: Arc<TableSchema>,
     layout: OnceLock<std::result::Result<Arc<TableLayout>, String>>,
+    /// Column mappings of older schemas' data files, by schema id (see `evolution`).
+    file_columns: std::sync::Mutex<std::collections::HashMap<i64, Option<evolution::FileColumns>>>,
 }
 
 impl Table {
@@ -66,12 +69,19 @@ impl Table {
                 path,
                 schema: Arc::new(schema),
                 layout: OnceLock::new(),
+                file_columns: Default::default(),
             }),
         }
     }
 
     pub fn identifier(&self) -> &Identifier {
         &self.inner.identifier
+    }
+
+    pub(crate) fn file_columns_cache(
+        &self,
+    ) -> &std::sync::Mutex<std::collections::HashMap<i64, Option<evolution::FileColumns>>> {
+        &self.inner.file_columns
     }
 
     /// Path of the table directory relative to the warehouse root.

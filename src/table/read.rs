@@ -9,6 +9,7 @@ use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use snafu::ResultExt;
 
 use super::data_file;
+use super::evolution::FileRef;
 use super::layout::TableLayout;
 use super::scan::{Plan, Split};
 use super::Table;
@@ -258,17 +259,18 @@ impl TableRead {
         } else {
             (Arc::clone(&self.output_schema), self.projection.clone())
         };
-        let path_of = |f: &crate::spec::DataFileMeta| match &f.external_path {
-            Some(p) => p.clone(),
-            None => format!("{dir}/{}", f.file_name),
-        };
-        let runs: Vec<Vec<String>> = if pk {
+        let file_ref = |f: &crate::spec::DataFileMeta| self.table.file_ref(&dir, f);
+        let runs: Vec<Vec<FileRef>> = if pk {
             data_file::key_ordered_runs(&split.files, &layout.key_types)
                 .iter()
-                .map(|run| run.iter().map(path_of).collect())
-                .collect()
+                .map(|run| run.iter().map(file_ref).collect::<Result<Vec<_>>>())
+                .collect::<Result<Vec<_>>>()?
         } else {
-            vec![split.files.iter().map(path_of).collect()]
+            vec![split
+                .files
+                .iter()
+                .map(file_ref)
+                .collect::<Result<Vec<_>>>()?]
         };
         let k = layout.key_indices.len();
         let spec = pk.then(|| layout.merge_spec(&value_cols, false));

@@ -243,7 +243,7 @@ impl ScanBuilder {
                 .or_default()
                 .push(e.file);
         }
-        let splits = groups
+        let splits: Vec<Split> = groups
             .into_iter()
             .map(|((partition, bucket), files)| Split {
                 partition,
@@ -251,6 +251,10 @@ impl ScanBuilder {
                 files,
             })
             .collect();
+        // Files written under older schemas are read through their own schema.
+        table
+            .load_file_schemas(splits.iter().flat_map(|s: &Split| s.files.iter()))
+            .await?;
         Ok(Plan {
             snapshot: Some(snapshot),
             splits,

@@ -1,0 +1,219 @@
+//! `ALTER TABLE`: the SQL spellings of Paimon's schema changes, all of one statement applied as
+//! one new schema version (or a table rename).
+//!
+//! ```sql
+//! ALTER TABLE t ADD COLUMN c INT [COMMENT '...'] [FIRST | AFTER x]
+//! ALTER TABLE t DROP COLUMN c
+//! ALTER TABLE t RENAME COLUMN a TO b
+//! ALTER TABLE t ALTER COLUMN c [SET DATA] TYPE BIGINT
+//! ALTER TABLE t ALTER COLUMN c SET NOT NULL | DROP NOT NULL
+//! ALTER TABLE t SET TBLPROPERTIES ('k' = 'v')        -- also Flink's  ALTER TABLE t SET ('k' = 'v')
+//! ALTER TABLE t RESET ('k1', 'k2')                  -- also Spark's  UNSET TBLPROPERTIES ('k')
+//! ALTER TABLE t RENAME TO t2
+//! ```
+
+use datafusion::sql::sqlparser::ast::{
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, MySQLColumnPosition,
+    RenameTableNameKind,
+};
+
+use super::dml::{column_type, key_values};
+use super::{SqlEngine, SqlSession};
+use crate::error::{invalid, Result};
+use crate::schema::change::{ColumnMove, SchemaChange};
+
+/// Runs one ALTER TABLE statement.
+pub(super) async fn alter_table(
+    engine: &SqlEngine,
+    session: &SqlSession,
+    alter: AlterTable,
+) -> Result<i64> {
+    let id = engine.identifier(session, &alter.name)?;
+    let catalog = engine.catalog();
+    if alter.if_exists && catalog.load_table(&id).await.is_err() {
+        return Ok(0);
+    }
+    let mut changes = Vec::new();
+    for op in alter.operations {
+        match op {
+            AlterTableOperation::RenameTable { table_name } => {
+                let (RenameTableNameKind::To(to) | RenameTableNameKind::As(to)) = table_name;
+                if !changes.is_empty() {
+                    return invalid!("RENAME TO cannot be combined with other changes");
+                }
+                let mut target = engine.identifier(session, &to)?;
+                // `RENAME TO name` keeps the database.
+                if super::object_name_parts(&to)?.len() == 1 {
+                    target.database = id.database.clone();
+                }
+                catalog.rename_table(&id, &target).await?;
+                return Ok(0);
+            }
+            AlterTableOperation::AddColumn {
+                column_def,
+                column_position,
+                if_not_exists,
+                ..
+            } => {
+                let name = column_def.name.value.clone();
+                if if_not_exists
+                    && catalog
+                        .load_table(&id)
+                        .await?
+                        .schema()
+                        .field(&name)
+                        .is_some()
+                {
+                    continue;
+                }
+                let mut not_null = false;
+                let mut comment = None;
+                for o in &column_def.options {
+                    match &o.option {
+                        ColumnOption::NotNull => not_null = true,
+                        ColumnOption::Null => {}
+                        ColumnOption::Comment(c) => comment = Some(c.clone()),
+                        other => {
+                            return invalid!(
+                                "column '{name}': option '{other}' is not supported in ALTER TABLE"
+                            )
+                        }
+                    }
+                }
+                let data_type = column_type(&name, &column_def.data_type, not_null)?;
+                let position = column_position.map(|p| match p {
+                    MySQLColumnPosition::First => ColumnMove::First,
+                    MySQLColumnPosition::After(c) => ColumnMove::After(c.value),
+                });
+                changes.push(SchemaChange::AddColumn {
+                    name,
+                    data_type,
+                    comment,
+                    position,
+                });
+            }
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists,
+                ..
+            } => {
+                let schema = catalog.load_table(&id).await?.schema().clone();
+                for c in column_names {
+                    if if_exists && schema.field(&c.value).is_none() {
+                        continue;
+                    }
+                    changes.push(SchemaChange::DropColumn { name: c.value });
+                }
+            }
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => changes.push(SchemaChange::RenameColumn {
+                name: old_column_name.value,
+                new_name: new_column_name.value,
+            }),
+            AlterTableOperation::AlterColumn { column_name, op } => {
+                let name = column_name.value;
+                match op {
+                    AlterColumnOperation::SetDataType {
+                        data_type, using, ..
+                    } => {
+                        if using.is_some() {
+                            return invalid!("ALTER COLUMN ... TYPE ... USING is not supported");
+                        }
+                        let data_type = column_type(&name, &data_type, false)?;
+                        changes.push(SchemaChange::UpdateColumnType { name, data_type });
+                    }
+                    AlterColumnOperation::SetNotNull => {
+                        changes.push(SchemaChange::UpdateColumnNullability {
+                            name,
+                            nullable: false,
+                        })
+                    }
+                    AlterColumnOperation::DropNotNull => {
+                        changes.push(SchemaChange::UpdateColumnNullability {
+                            name,
+                            nullable: true,
+                        })
+                    }
+                    other => return invalid!("ALTER COLUMN {name} {other} is not supported"),
+                }
+            }
+            AlterTableOperation::SetTblProperties { table_properties } => {
+                for (key, value) in key_values(&table_properties)? {
+                    changes.push(SchemaChange::SetOption { key, value });
+                }
+            }
+            other => return invalid!("ALTER TABLE ... {other} is not supported"),
+        }
+    }
+    if changes.is_empty() {
+        return Ok(0);
+    }
+    catalog.alter_table(&id, &changes).await?;
+    Ok(0)
+}
+
+/// Flink's and Spark's option statements, which the SQL parser does not know, rewritten into
+/// ones it does: `ALTER TABLE t SET ('k' = 'v', ...)` becomes `... SET TBLPROPERTIES (...)`, and
+/// `ALTER TABLE t RESET ('k', ...)` / `ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] ('k', ...)`
+/// become `CALL sys.reset_options('t', 'k', ...)`. `None` when `sql` is none of them.
+pub(super) fn rewrite_option_statement(sql: &str) -> Option<String> {
+    let trimmed = sql.trim().trim_end_matches(';').trim();
+    let upper = trimmed.to_ascii_uppercase();
+    let rest_upper = upper.strip_prefix("ALTER TABLE ")?;
+    let rest = &trimmed["ALTER TABLE ".len()..];
+    let name_len = rest_upper.find(char::is_whitespace)?;
+    let name = &rest[..name_len];
+    let tail_upper = rest_upper[name_len..].trim_start();
+    let tail = rest[name_len..].trim_start();
+    let list_of = |t_upper: &str| tail[tail.len() - t_upper.len()..].trim();
+    if let Some(t) = tail_upper.strip_prefix("RESET") {
+        let list = list_of(t);
+        return list.starts_with('(').then(|| reset_call(name, list));
+    }
+    if let Some(t) = tail_upper.strip_prefix("UNSET TBLPROPERTIES") {
+        let t = t.trim_start();
+        let t = t.strip_prefix("IF EXISTS").unwrap_or(t);
+        let list = list_of(t);
+        return list.starts_with('(').then(|| reset_call(name, list));
+    }
+    let t = tail_upper.strip_prefix("SET")?;
+    let list = list_of(t);
+    list.starts_with('(')
+        .then(|| format!("ALTER TABLE {name} SET TBLPROPERTIES {list}"))
+}
+
+fn reset_call(table: &str, list: &str) -> String {
+    let keys = list.trim_start_matches('(').trim_end_matches(')');
+    let table = table.replace('\'', "''");
+    if keys.trim().is_empty() {
+        format!("CALL sys.reset_options('{table}')")
+    } else {
+        format!("CALL sys.reset_options('{table}', {keys})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rewrite_option_statement as rw;
+
+    #[test]
+    fn rewrites_flink_and_spark_option_statements() {
+        assert_eq!(
+            rw("ALTER TABLE db.t SET ('a' = '1', 'b' = '2');").as_deref(),
+            Some("ALTER TABLE db.t SET TBLPROPERTIES ('a' = '1', 'b' = '2')")
+        );
+        assert_eq!(
+            rw("alter table t reset ('a', 'b')").as_deref(),
+            Some("CALL sys.reset_options('t', 'a', 'b')")
+        );
+        assert_eq!(
+            rw("ALTER TABLE t UNSET TBLPROPERTIES IF EXISTS ('a')").as_deref(),
+            Some("CALL sys.reset_options('t', 'a')")
+        );
+        assert_eq!(rw("ALTER TABLE t SET TBLPROPERTIES ('a' = '1')"), None);
+        assert_eq!(rw("ALTER TABLE t ADD COLUMN c INT"), None);
+        assert_eq!(rw("SELECT 1"), None);
+    }
+}
