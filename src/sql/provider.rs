@@ -140,6 +140,11 @@ async fn resolve(catalog: &Catalog, database: &str, name: &str) -> Result<Arc<dy
     let table = catalog
         .load_table(&Identifier::new(database, parsed.table.clone()))
         .await?;
+    // Time travel reads with the schema of the snapshot it names.
+    let table = match parsed.system.as_deref() {
+        None | Some("audit_log") => table.as_of(&parsed.selector).await?,
+        Some(_) => table,
+    };
     match parsed.system.as_deref() {
         None => Ok(Arc::new(TableScanProvider::new(
             table,

@@ -78,6 +78,28 @@ impl Table {
         &self.inner.identifier
     }
 
+    /// The table as time travel to `selector` sees it: with the schema that snapshot was
+    /// committed with (as Paimon reads it), so dropped columns come back and renamed ones have
+    /// their old names.
+    pub async fn as_of(&self, selector: &SnapshotSelector) -> Result<Table> {
+        if *selector == SnapshotSelector::Latest {
+            return Ok(self.clone());
+        }
+        let Some(snapshot) = scan::resolve_snapshot(self, selector).await? else {
+            return Ok(self.clone());
+        };
+        if snapshot.schema_id == self.schema().id {
+            return Ok(self.clone());
+        }
+        let schema = self.schema_manager().schema(snapshot.schema_id).await?;
+        Ok(Table::new(
+            self.io().clone(),
+            self.identifier().clone(),
+            self.path().to_string(),
+            schema,
+        ))
+    }
+
     pub(crate) fn file_columns_cache(
         &self,
     ) -> &std::sync::Mutex<std::collections::HashMap<i64, Option<evolution::FileColumns>>> {

@@ -140,28 +140,7 @@ impl ScanBuilder {
     /// Resolves the snapshot and lists its files, pruned by partition.
     pub async fn plan(&self) -> Result<Plan> {
         let table = &self.table;
-        let sm = table.snapshot_manager();
-        let snapshot = match &self.selector {
-            SnapshotSelector::Tag(name) => Some(
-                crate::snapshot::tag::TagManager::new(table.io().clone(), table.path())
-                    .get(name)
-                    .await?,
-            ),
-            SnapshotSelector::Latest => sm.latest().await?,
-            SnapshotSelector::Id(id) => Some(sm.snapshot(*id).await?),
-            SnapshotSelector::TimestampMillis(t) => match sm.snapshot_at_or_before(*t).await? {
-                Some(s) => Some(s),
-                None => {
-                    return NotFoundSnafu {
-                        message: format!(
-                            "table {} has no snapshot at or before timestamp {t}",
-                            table.identifier()
-                        ),
-                    }
-                    .fail()
-                }
-            },
-        };
+        let snapshot = resolve_snapshot(table, &self.selector).await?;
         let Some(snapshot) = snapshot else {
             return Ok(Plan {
                 snapshot: None,
@@ -264,4 +243,34 @@ impl ScanBuilder {
                 .filter(|_| layout.is_primary_key_table()),
         })
     }
+}
+
+/// The snapshot `selector` names (`None`: the table has no snapshot yet).
+pub(crate) async fn resolve_snapshot(
+    table: &Table,
+    selector: &SnapshotSelector,
+) -> Result<Option<Snapshot>> {
+    let sm = table.snapshot_manager();
+    let snapshot = match selector {
+        SnapshotSelector::Tag(name) => Some(
+            crate::snapshot::tag::TagManager::new(table.io().clone(), table.path())
+                .get(name)
+                .await?,
+        ),
+        SnapshotSelector::Latest => sm.latest().await?,
+        SnapshotSelector::Id(id) => Some(sm.snapshot(*id).await?),
+        SnapshotSelector::TimestampMillis(t) => match sm.snapshot_at_or_before(*t).await? {
+            Some(s) => Some(s),
+            None => {
+                return NotFoundSnafu {
+                    message: format!(
+                        "table {} has no snapshot at or before timestamp {t}",
+                        table.identifier()
+                    ),
+                }
+                .fail()
+            }
+        },
+    };
+    Ok(snapshot)
 }

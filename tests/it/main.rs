@@ -10,6 +10,7 @@ mod compaction;
 mod concurrency;
 mod crash;
 mod engines;
+mod evolution;
 mod faults;
 mod fixtures;
 mod flight;
