@@ -97,7 +97,8 @@ pub(super) async fn alter_table(
                 if_exists,
                 ..
             } => {
-                let schema = catalog.load_table(&id).await?.schema().clone();
+                let table = catalog.load_table(&id).await?;
+                let schema = table.schema();
                 for c in column_names {
                     if if_exists && schema.field(&c.value).is_none() {
                         continue;
