@@ -117,6 +117,11 @@ enum Command {
         #[arg(long = "partition", value_name = "KEY=VALUE", requires = "overwrite")]
         partitions: Vec<String>,
     },
+    /// Print a table's schema, latest snapshot, and files, sorted runs, rows and bytes per bucket.
+    Info { table: String },
+    /// Apply schema changes: the SQL after `ALTER TABLE <table>` (`ADD COLUMN c INT`, `RENAME
+    /// COLUMN a TO b`, `SET ('k' = 'v')`, `RENAME TO t2`, ...).
+    Alter { table: String, changes: String },
     /// Print a table's changes (+I/-U/+U/-D), snapshot by snapshot; follows new commits unless
     /// --until bounds it.
     Changelog {
@@ -352,6 +357,49 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 Some(s) => println!("loaded {rows} rows into {id}: snapshot {s}"),
                 None => println!("nothing to load into {id}: the file has no rows"),
             }
+        }
+        Command::Info { table } => {
+            let catalog = open()?;
+            let t = catalog.load_table(&Identifier::parse(&table)?).await?;
+            let info = tidelake::server::admin::table_info(&t).await?;
+            println!(
+                "table {} (schema {}, latest snapshot {})",
+                info.table, info.schema_id, info.latest_snapshot_id
+            );
+            println!("{}", info.schema_json);
+            println!("partition\tbucket\tfiles\tsorted_runs\trows\tbytes");
+            for b in &info.buckets {
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    if b.partition.is_empty() {
+                        "-"
+                    } else {
+                        &b.partition
+                    },
+                    b.bucket,
+                    b.files,
+                    b.sorted_runs,
+                    b.rows,
+                    b.bytes
+                );
+            }
+            println!("total\t\t\t\t{}\t{}", info.total_rows, info.total_bytes);
+        }
+        Command::Alter { table, changes } => {
+            let catalog = open()?;
+            let id = Identifier::parse(&table)?;
+            let engine = tidelake::sql::SqlEngine::new(catalog, Default::default())?;
+            let session = tidelake::sql::SqlSession {
+                database: id.database.clone(),
+            };
+            engine
+                .execute_update(
+                    &session,
+                    &format!("ALTER TABLE {} {changes}", id.table),
+                    &[],
+                )
+                .await?;
+            println!("altered {id}");
         }
         Command::Changelog {
             table,

@@ -990,6 +990,7 @@ impl FlightSqlService for TidelakeFlightSql {
         Some(
             super::service::SESSION_ACTIONS
                 .iter()
+                .chain(super::admin::ADMIN_ACTIONS)
                 .map(|(name, description)| {
                     Ok(ActionType {
                         r#type: name.to_string(),

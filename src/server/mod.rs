@@ -5,6 +5,7 @@
 //!  tonic ──► TidelakeService (auth, Flight-core calls) ──► TidelakeFlightSql ──► SqlEngine / Catalog
 //! ```
 
+pub mod admin;
 pub mod auth;
 pub mod changelog;
 pub mod flight_sql;

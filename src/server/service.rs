@@ -290,6 +290,16 @@ impl FlightService for TidelakeService {
                 one_result(&CloseSessionResult { status: 1 })
             }
             "CancelFlightInfo" => one_result(&CancelFlightInfoResult::new(CancelStatus::Cancelled)),
+            name if name.starts_with("tidelake.") => {
+                let session = self.auth.session(&principal);
+                match super::admin::run(&self.sql.engine, &session, name, &action.body).await {
+                    Some(body) => {
+                        let r = arrow_flight::Result { body: body?.into() };
+                        Response::new(Box::pin(stream::iter([Ok(r)])) as BoxStream<_>)
+                    }
+                    None => return Err(Status::unimplemented(format!("unknown action '{name}'"))),
+                }
+            }
             _ => FlightService::do_action(self.sql.as_ref(), request).await?,
         };
         Ok(with_token(resp, token))

@@ -592,7 +592,7 @@ pub(super) async fn call(
     let name = object_name_parts(&f.name)?;
     let proc = match name.as_slice() {
         [sys, p] if sys == "sys" => p.clone(),
-        _ => return invalid!("unknown procedure '{}'; procedures are sys.create_tag, sys.delete_tag, sys.rollback_to and sys.reset_options", f.name),
+        _ => return invalid!("unknown procedure '{}'; procedures are sys.compact, sys.expire_snapshots, sys.remove_orphan_files, sys.create_tag, sys.delete_tag, sys.rollback_to and sys.reset_options", f.name),
     };
     let args = call_args(&f)?;
     let arg = |i: usize, what: &str| -> Result<String> {
@@ -626,6 +626,64 @@ pub(super) async fn call(
         "delete_tag" => {
             table.delete_tag(&arg(1, "tag name")?).await?;
         }
+        "compact" => {
+            let full = match args.get(1).cloned().flatten().as_deref() {
+                None | Some("minor") => false,
+                Some("full") => true,
+                Some(other) => return invalid!("sys.compact: mode '{other}' is neither 'full' nor 'minor'"),
+            };
+            let report = table.compact(full, vec![]).await?;
+            return Ok(report.buckets_compacted as i64);
+        }
+        "expire_snapshots" => {
+            // (table, retain_max, retain_min, older_than), as Paimon's procedure.
+            let mut r = table.retention();
+            let num = |i: usize, what: &str| -> Result<Option<i64>> {
+                match args.get(i).cloned().flatten() {
+                    None => Ok(None),
+                    Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
+                        crate::error::InvalidArgumentSnafu {
+                            message: format!("sys.expire_snapshots: {what} '{v}' is not a number"),
+                        }
+                        .build()
+                    }),
+                }
+            };
+            if let Some(v) = num(1, "retain_max")? {
+                r.max_retained = v.max(1);
+            }
+            if let Some(v) = num(2, "retain_min")? {
+                r.min_retained = v.max(1);
+            }
+            if let Some(v) = args.get(3).cloned().flatten() {
+                r.time_retained_millis = crate::table::lifecycle::parse_duration_millis(&v)
+                    .ok_or_else(|| {
+                        crate::error::InvalidArgumentSnafu {
+                            message: format!("sys.expire_snapshots: invalid duration '{v}'"),
+                        }
+                        .build()
+                    })?;
+            }
+            return Ok(table.expire_snapshots(Some(r)).await?.snapshots.len() as i64);
+        }
+        "remove_orphan_files" => {
+            // (table, older_than = '1 d', dry_run = true)
+            let age = args.get(1).cloned().flatten().unwrap_or_else(|| "1 d".into());
+            let age = crate::table::lifecycle::parse_duration_millis(&age).ok_or_else(|| {
+                crate::error::InvalidArgumentSnafu {
+                    message: format!("sys.remove_orphan_files: invalid duration '{age}'"),
+                }
+                .build()
+            })?;
+            let dry_run = !matches!(
+                args.get(2).cloned().flatten().as_deref(),
+                Some("false" | "FALSE" | "False")
+            );
+            let report = table
+                .remove_orphan_files(crate::catalog::now_millis() - age, dry_run)
+                .await?;
+            return Ok(report.files.len() as i64);
+        }
         "reset_options" => {
             let changes: Vec<crate::schema::change::SchemaChange> = args[1..]
                 .iter()
@@ -646,7 +704,7 @@ pub(super) async fn call(
         }
         other => {
             return invalid!(
-                "unknown procedure 'sys.{other}'; procedures are sys.create_tag, sys.delete_tag, sys.rollback_to and sys.reset_options"
+                "unknown procedure 'sys.{other}'; procedures are sys.compact, sys.expire_snapshots, sys.remove_orphan_files, sys.create_tag, sys.delete_tag, sys.rollback_to and sys.reset_options"
             )
         }
     }

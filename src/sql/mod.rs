@@ -8,6 +8,8 @@
 //!                                        └──► Update ──ddl / dml──► count (one row)
 //! ```
 
+pub(crate) use provider::scalar_to_datum;
+
 mod alter;
 mod changelog;
 mod dialect;

@@ -499,3 +499,260 @@ async fn unauthenticated_calls_are_refused() {
     assert_eq!(err.code(), Code::PermissionDenied);
     server.stop().await;
 }
+
+/// The administrative actions through DoAction with tidelake's messages: each works on a real
+/// table, ListActions describes it, and bad arguments give a precise status and change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_actions() {
+    use tidelake_client::admin::*;
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    let token = handshake(&mut c, "jdbc", "pw").await.unwrap();
+    jdbc_update(&mut c, &token, "CREATE TABLE t (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '2', 'write-only' = 'true')").await;
+    for i in 0..4 {
+        jdbc_update(
+            &mut c,
+            &token,
+            &format!("INSERT INTO t VALUES ({i}, 'v{i}'), ({}, 'w')", i + 10),
+        )
+        .await;
+    }
+    let listed: Vec<String> = c
+        .list_actions(authed(arrow_flight::Empty {}, &token))
+        .await
+        .unwrap()
+        .into_inner()
+        .map(|a| a.unwrap().r#type)
+        .collect()
+        .await;
+    for (name, _) in tidelake::server::admin::ADMIN_ACTIONS {
+        assert!(listed.iter().any(|l| l == name), "{name} not listed");
+    }
+    let one = |r: Result<Vec<Vec<u8>>, tonic::Status>| {
+        let mut r = r.unwrap();
+        assert_eq!(r.len(), 1);
+        r.remove(0)
+    };
+
+    // Table info: 4 snapshots, 8 rows in level-0 files of 2 buckets.
+    let info_req = TableInfoRequest { table: "t".into() }.encode_to_vec();
+    let info = TableInfo::decode(
+        one(action(&mut c, &token, "tidelake.table_info", info_req.clone()).await).as_slice(),
+    )
+    .unwrap();
+    assert_eq!(info.table, "default.t");
+    assert_eq!(info.latest_snapshot_id, 4);
+    assert_eq!(info.total_rows, 8);
+    assert_eq!(info.buckets.len(), 2);
+    assert!(info
+        .buckets
+        .iter()
+        .all(|b| b.sorted_runs == b.files && b.files > 1));
+
+    // Full compaction: one run per bucket after it.
+    let req = CompactRequest {
+        table: "default.t".into(),
+        full: true,
+        partitions: vec![],
+    };
+    let r = CompactResult::decode(
+        one(action(&mut c, &token, "tidelake.compact", req.encode_to_vec()).await).as_slice(),
+    )
+    .unwrap();
+    assert_eq!((r.buckets_compacted, r.snapshot_id), (2, 5));
+    assert_eq!(
+        r.files_before,
+        info.buckets.iter().map(|b| b.files).sum::<i64>()
+    );
+    let info = TableInfo::decode(
+        one(action(&mut c, &token, "tidelake.table_info", info_req.clone()).await).as_slice(),
+    )
+    .unwrap();
+    assert!(info.buckets.iter().all(|b| b.sorted_runs == 1), "{info:?}");
+    assert_eq!(info.total_rows, 8);
+
+    // Tags and rollback.
+    let tag = |name: &str, snapshot: Option<i64>| {
+        TagRequest {
+            table: "t".into(),
+            tag: name.into(),
+            snapshot_id: snapshot,
+        }
+        .encode_to_vec()
+    };
+    let tags = TagList::decode(
+        one(action(
+            &mut c,
+            &token,
+            "tidelake.create_tag",
+            tag("before", Some(2)),
+        )
+        .await)
+        .as_slice(),
+    )
+    .unwrap();
+    assert_eq!(
+        tags.tags
+            .iter()
+            .map(|t| (t.name.as_str(), t.snapshot_id))
+            .collect::<Vec<_>>(),
+        vec![("before", 2)]
+    );
+    let err = action(&mut c, &token, "tidelake.create_tag", tag("before", None))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists, "{err}");
+    let err = action(&mut c, &token, "tidelake.rollback", tag("", Some(99)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err}");
+    let rolled = CleanupResult::decode(
+        one(action(&mut c, &token, "tidelake.rollback", tag("before", None)).await).as_slice(),
+    )
+    .unwrap();
+    assert_eq!(rolled.snapshots, vec![5, 4, 3]);
+    let info = TableInfo::decode(
+        one(action(&mut c, &token, "tidelake.table_info", info_req.clone()).await).as_slice(),
+    )
+    .unwrap();
+    assert_eq!((info.latest_snapshot_id, info.total_rows), (2, 4));
+    let listed = TagList::decode(
+        one(action(&mut c, &token, "tidelake.list_tags", tag("", None)).await).as_slice(),
+    )
+    .unwrap();
+    assert_eq!(listed.tags.len(), 1);
+    one(action(&mut c, &token, "tidelake.delete_tag", tag("before", None)).await);
+
+    // Expiry and orphan files (dry run lists, nothing is deleted).
+    let exp = ExpireSnapshotsRequest {
+        table: "t".into(),
+        retain_min: Some(1),
+        retain_max: Some(1),
+        older_than: None,
+    };
+    let r = CleanupResult::decode(
+        one(action(
+            &mut c,
+            &token,
+            "tidelake.expire_snapshots",
+            exp.encode_to_vec(),
+        )
+        .await)
+        .as_slice(),
+    )
+    .unwrap();
+    assert_eq!(r.snapshots, vec![1]);
+    let orphans = RemoveOrphanFilesRequest {
+        table: "t".into(),
+        older_than: Some("0 ms".into()),
+        delete: false,
+    };
+    let r = CleanupResult::decode(
+        one(action(
+            &mut c,
+            &token,
+            "tidelake.remove_orphan_files",
+            orphans.encode_to_vec(),
+        )
+        .await)
+        .as_slice(),
+    )
+    .unwrap();
+    assert!(
+        r.files
+            .iter()
+            .all(|f| f.contains("bucket-") || f.contains("manifest")),
+        "{r:?}"
+    );
+
+    // ALTER TABLE through the action; the result is the table's new info.
+    let alter = AlterTableRequest {
+        table: "t".into(),
+        changes: "ADD COLUMN n INT".into(),
+    };
+    let info = TableInfo::decode(
+        one(action(
+            &mut c,
+            &token,
+            "tidelake.alter_table",
+            alter.encode_to_vec(),
+        )
+        .await)
+        .as_slice(),
+    )
+    .unwrap();
+    assert_eq!(info.schema_id, 1);
+    assert!(info.schema_json.contains("\"n\""));
+
+    // Bad arguments: precise statuses, nothing changed.
+    let bad = |table: &str| {
+        TableInfoRequest {
+            table: table.into(),
+        }
+        .encode_to_vec()
+    };
+    assert_eq!(
+        action(&mut c, &token, "tidelake.table_info", bad("nope"))
+            .await
+            .unwrap_err()
+            .code(),
+        Code::NotFound
+    );
+    assert_eq!(
+        action(&mut c, &token, "tidelake.table_info", bad(""))
+            .await
+            .unwrap_err()
+            .code(),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        action(&mut c, &token, "tidelake.compact", vec![0xff, 0xff])
+            .await
+            .unwrap_err()
+            .code(),
+        Code::InvalidArgument
+    );
+    let alter = AlterTableRequest {
+        table: "t".into(),
+        changes: "DROP COLUMN id".into(),
+    };
+    let err = action(
+        &mut c,
+        &token,
+        "tidelake.alter_table",
+        alter.encode_to_vec(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message()
+            .contains("Cannot drop partition key or primary key: [id]"),
+        "{err}"
+    );
+    let req = CompactRequest {
+        table: "t".into(),
+        full: false,
+        partitions: vec!["dt=1".into()],
+    };
+    assert_eq!(
+        action(&mut c, &token, "tidelake.compact", req.encode_to_vec())
+            .await
+            .unwrap_err()
+            .code(),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        action(&mut c, &token, "tidelake.nothing", vec![])
+            .await
+            .unwrap_err()
+            .code(),
+        Code::Unimplemented
+    );
+    let info = TableInfo::decode(
+        one(action(&mut c, &token, "tidelake.table_info", info_req).await).as_slice(),
+    )
+    .unwrap();
+    assert_eq!((info.schema_id, info.total_rows), (1, 4));
+    server.stop().await;
+}

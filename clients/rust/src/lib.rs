@@ -320,3 +320,159 @@ impl Subscriber {
         }
     }
 }
+
+/// Administrative Flight actions (`DoAction`): each takes one request message as its body and
+/// returns one `Result` whose body is the result message (see `proto/tidelake.proto`).
+pub mod admin {
+    /// `tidelake.CompactRequest` (action `tidelake.compact`).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct CompactRequest {
+        #[prost(string, tag = "1")]
+        pub table: String,
+        /// Everything into the max level (drops deletes) instead of what the picker selects.
+        #[prost(bool, tag = "2")]
+        pub full: bool,
+        /// Partition filter, `key=value` each.
+        #[prost(string, repeated, tag = "3")]
+        pub partitions: Vec<String>,
+    }
+
+    /// `tidelake.CompactResult`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct CompactResult {
+        #[prost(int64, tag = "1")]
+        pub buckets_compacted: i64,
+        #[prost(int64, tag = "2")]
+        pub files_before: i64,
+        #[prost(int64, tag = "3")]
+        pub files_after: i64,
+        /// The COMPACT snapshot (0 when nothing needed compacting).
+        #[prost(int64, tag = "4")]
+        pub snapshot_id: i64,
+    }
+
+    /// `tidelake.ExpireSnapshotsRequest` (action `tidelake.expire_snapshots`); unset fields take
+    /// the table's options.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ExpireSnapshotsRequest {
+        #[prost(string, tag = "1")]
+        pub table: String,
+        #[prost(int64, optional, tag = "2")]
+        pub retain_min: Option<i64>,
+        #[prost(int64, optional, tag = "3")]
+        pub retain_max: Option<i64>,
+        /// A Paimon duration (`1 h`, `30 min`).
+        #[prost(string, optional, tag = "4")]
+        pub older_than: Option<String>,
+    }
+
+    /// `tidelake.RemoveOrphanFilesRequest` (action `tidelake.remove_orphan_files`).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct RemoveOrphanFilesRequest {
+        #[prost(string, tag = "1")]
+        pub table: String,
+        /// Only files older than this (default `1 d`).
+        #[prost(string, optional, tag = "2")]
+        pub older_than: Option<String>,
+        /// Delete them; without it the result only lists them (dry run).
+        #[prost(bool, tag = "3")]
+        pub delete: bool,
+    }
+
+    /// `tidelake.CleanupResult`: what an expiry, orphan removal, tag deletion or rollback removed.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct CleanupResult {
+        #[prost(int64, repeated, tag = "1")]
+        pub snapshots: Vec<i64>,
+        #[prost(string, repeated, tag = "2")]
+        pub files: Vec<String>,
+    }
+
+    /// `tidelake.TagRequest` (actions `tidelake.create_tag`, `tidelake.delete_tag`,
+    /// `tidelake.list_tags`, `tidelake.rollback`).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TagRequest {
+        #[prost(string, tag = "1")]
+        pub table: String,
+        /// The tag (create, delete, rollback to a tag).
+        #[prost(string, tag = "2")]
+        pub tag: String,
+        /// The snapshot (create: default latest; rollback to a snapshot).
+        #[prost(int64, optional, tag = "3")]
+        pub snapshot_id: Option<i64>,
+    }
+
+    /// `tidelake.Tag`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Tag {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(int64, tag = "2")]
+        pub snapshot_id: i64,
+        #[prost(int64, tag = "3")]
+        pub time_millis: i64,
+    }
+
+    /// `tidelake.TagList` (result of `tidelake.list_tags` and `tidelake.create_tag`).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TagList {
+        #[prost(message, repeated, tag = "1")]
+        pub tags: Vec<Tag>,
+    }
+
+    /// `tidelake.AlterTableRequest` (action `tidelake.alter_table`): the changes as the SQL after
+    /// `ALTER TABLE <table>` (`ADD COLUMN c INT`, `RENAME COLUMN a TO b`, `SET ('k' = 'v')`, ...).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct AlterTableRequest {
+        #[prost(string, tag = "1")]
+        pub table: String,
+        #[prost(string, tag = "2")]
+        pub changes: String,
+    }
+
+    /// `tidelake.TableInfoRequest` (actions `tidelake.table_info`; `tidelake.alter_table`
+    /// answers with the table's info after the change).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TableInfoRequest {
+        #[prost(string, tag = "1")]
+        pub table: String,
+    }
+
+    /// `tidelake.BucketInfo`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct BucketInfo {
+        /// Partition path (`dt=2024-01-01`), empty for unpartitioned tables.
+        #[prost(string, tag = "1")]
+        pub partition: String,
+        #[prost(int32, tag = "2")]
+        pub bucket: i32,
+        #[prost(int64, tag = "3")]
+        pub files: i64,
+        #[prost(int64, tag = "4")]
+        pub sorted_runs: i64,
+        #[prost(int64, tag = "5")]
+        pub rows: i64,
+        #[prost(int64, tag = "6")]
+        pub bytes: i64,
+    }
+
+    /// `tidelake.TableInfo`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TableInfo {
+        #[prost(string, tag = "1")]
+        pub table: String,
+        /// The current `schema-N` file's JSON.
+        #[prost(string, tag = "2")]
+        pub schema_json: String,
+        #[prost(int64, tag = "3")]
+        pub schema_id: i64,
+        #[prost(int64, tag = "4")]
+        pub latest_snapshot_id: i64,
+        #[prost(message, repeated, tag = "5")]
+        pub buckets: Vec<BucketInfo>,
+        #[prost(int64, tag = "6")]
+        pub total_rows: i64,
+        #[prost(int64, tag = "7")]
+        pub total_bytes: i64,
+    }
+}
