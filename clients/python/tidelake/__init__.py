@@ -12,6 +12,10 @@ Changelog subscriptions (plain Flight ``DoGet`` with a ``tidelake.ChangelogTicke
 SQL (Flight SQL through ADBC; needs ``adbc-driver-flightsql``)::
 
     conn = tidelake.connect("grpc://127.0.0.1:50051", user="alice", password="...")
+
+Administration (Flight actions ``tidelake.*``): ``tidelake.admin.Admin(location, user=, password=)``
+with ``compact``, ``expire_snapshots``, ``remove_orphan_files``, ``create_tag``, ``delete_tag``,
+``list_tags``, ``rollback``, ``alter_table`` and ``table_info``.
 """
 from .protocol import (
     FULL_START_MODES,
