@@ -79,7 +79,12 @@ pub async fn table_info(table: &Table) -> crate::error::Result<TableInfo> {
     let plan = table.new_scan().all_levels().plan().await?;
     let mut info = TableInfo {
         table: table.identifier().to_string(),
-        schema_json: serde_json::to_string_pretty(table.schema().as_ref()).unwrap_or_default(),
+        schema_json: serde_json::to_string_pretty(table.schema().as_ref()).map_err(|e| {
+            crate::error::InternalSnafu {
+                message: format!("encoding the schema of {}: {e}", table.identifier()),
+            }
+            .build()
+        })?,
         schema_id: table.schema().id,
         latest_snapshot_id: plan.snapshot.as_ref().map_or(0, |s| s.id),
         ..Default::default()

@@ -403,19 +403,20 @@ pub(crate) async fn rewrite(
                 .map(|f| file_ref(f))
                 .collect::<Result<Vec<_>>>()?,
         );
-    } else {
-        for files in data_file::key_ordered_runs(inputs, &layout.key_types)
-            .into_iter()
-            .chain(data_file::key_ordered_runs(
-                &lookup_files,
-                &layout.key_types,
-            ))
-        {
+    }
+    // Runs of the inputs first, then the lookup-only runs.
+    let mut input_runs = 0;
+    if pk {
+        let input_ordered = data_file::key_ordered_runs(inputs, &layout.key_types);
+        input_runs = input_ordered.len();
+        for files in input_ordered.into_iter().chain(data_file::key_ordered_runs(
+            &lookup_files,
+            &layout.key_types,
+        )) {
             run_levels.push(files.first().map(|f| f.level).unwrap_or(0));
             runs.push(files.iter().map(file_ref).collect::<Result<Vec<_>>>()?);
         }
     }
-    let input_runs = run_levels.len() - lookup_runs_count(&lookup_files);
     let max_level = picker_options(&CoreOptions::new(&layout.schema.options)).max_level;
     let task = move || -> Result<Rewritten> {
         let mut outputs = outputs;
@@ -476,11 +477,6 @@ pub(crate) async fn rewrite(
         }
         .build()
     })?
-}
-
-/// Number of sorted runs `files` form.
-fn lookup_runs_count(files: &[DataFileMeta]) -> usize {
-    sorted_runs(files).len()
 }
 
 impl OutputFiles {

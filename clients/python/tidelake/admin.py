@@ -16,7 +16,7 @@ from typing import List, Optional
 
 import pyarrow.flight as flight
 
-from .protocol import _int_field, _len_field, _read_varint, _signed64, decode_fields
+from .protocol import _int_field, _key, _len_field, _read_varint, _signed64, _varint, decode_fields
 
 
 def _str(fields, n, default=""):
@@ -33,7 +33,6 @@ def _opt_int(number: int, value: Optional[int]) -> bytes:
     """An ``optional int64``: present (even when 0) whenever given."""
     if value is None:
         return b""
-    from .protocol import _key, _varint
     return _key(number, 0) + _varint(int(value))
 
 
