@@ -421,12 +421,19 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             };
             let mut sub =
                 Subscription::start(t, opts, std::time::Duration::from_secs(3600)).await?;
-            let schema = sub.schema();
+            let mut schema = sub.schema();
             while let Some(event) = sub.next().await {
                 match event? {
                     ChangeEvent::Rows { snapshot_id, batch } => {
                         eprintln!("snapshot {snapshot_id}");
                         cli::output::print(&schema, &[batch], format)?;
+                    }
+                    ChangeEvent::SchemaChanged {
+                        snapshot_id,
+                        schema: new,
+                    } => {
+                        eprintln!("schema changed at snapshot {snapshot_id}");
+                        schema = new;
                     }
                     ChangeEvent::Completed { .. } | ChangeEvent::Idle { .. } => {}
                 }

@@ -25,7 +25,9 @@ use crate::catalog::{Catalog, Identifier};
 use crate::table::changelog::{self, ChangeEvent, StreamOptions, Subscription};
 
 // The messages of `proto/tidelake.proto`, declared once in the Rust client crate.
-pub use tidelake_client::{ChangelogProgress, ChangelogTicket, StartMode, TICKET_TYPE_URL};
+pub use tidelake_client::{
+    ChangelogProgress, ChangelogTicket, SchemaChangeMode, StartMode, TICKET_TYPE_URL,
+};
 
 /// Largest IPC message body a batch is cut to (clients' default limits are 4 MiB and up).
 const MAX_MESSAGE_BYTES: usize = 2 * 1024 * 1024;
@@ -79,14 +81,58 @@ struct RowFilter {
     predicate: Option<Arc<dyn PhysicalExpr>>,
     /// Output columns (indices into the read schema) and their schema.
     keep: Option<(Vec<usize>, SchemaRef)>,
+    /// Field ids of the ticket's columns, to follow them across schema changes.
+    keep_ids: Vec<Option<String>>,
+}
+
+/// A field's Paimon field id, as the read schema carries it.
+fn field_id(schema: &SchemaRef, i: usize) -> Option<String> {
+    schema.field(i).metadata().get("PARQUET:field_id").cloned()
 }
 
 impl RowFilter {
     fn new(t: &ChangelogTicket, read_schema: &SchemaRef) -> Result<Self, Status> {
+        Self::compile(t, read_schema, &t.columns)
+    }
+
+    /// The same filter and columns over the schema a subscription moved to at `snapshot_id`.
+    /// A filter that no longer compiles (it names a dropped or renamed column) ends the stream.
+    fn evolve(
+        &self,
+        t: &ChangelogTicket,
+        read_schema: &SchemaRef,
+        snapshot_id: i64,
+    ) -> Result<Self, Status> {
+        let columns: Vec<String> = self
+            .keep_ids
+            .iter()
+            .zip(&t.columns)
+            .filter_map(|(id, name)| match id {
+                Some(id) => (1..read_schema.fields().len())
+                    .find(|&i| field_id(read_schema, i).as_ref() == Some(id))
+                    .map(|i| read_schema.field(i).name().clone()),
+                None => Some(name.clone()),
+            })
+            .collect();
+        Self::compile(t, read_schema, &columns).map_err(|s| {
+            Status::failed_precondition(format!(
+                "table {} changed its schema at snapshot {snapshot_id}: {}",
+                t.table,
+                s.message()
+            ))
+        })
+    }
+
+    fn compile(
+        t: &ChangelogTicket,
+        read_schema: &SchemaRef,
+        columns: &[String],
+    ) -> Result<Self, Status> {
         if t.filter.trim().is_empty() {
             return Ok(Self {
                 predicate: None,
                 keep: None,
+                keep_ids: vec![],
             });
         }
         let df_schema = DFSchema::try_from(read_schema.as_ref().clone())
@@ -100,7 +146,7 @@ impl RowFilter {
             None
         } else {
             let mut idx = vec![0];
-            for c in &t.columns {
+            for c in columns {
                 match read_schema.index_of(c) {
                     Ok(i) if i > 0 => idx.push(i),
                     _ => return Err(invalid(format!("table {} has no column '{c}'", t.table))),
@@ -113,9 +159,14 @@ impl RowFilter {
             );
             Some((idx, schema))
         };
+        let keep_ids = match &keep {
+            Some((idx, _)) => idx[1..].iter().map(|&i| field_id(read_schema, i)).collect(),
+            None => vec![],
+        };
         Ok(Self {
             predicate: Some(predicate),
             keep,
+            keep_ids,
         })
     }
 
@@ -226,12 +277,48 @@ pub async fn subscribe(
         options,
         context: IpcWriteContext::default(),
     };
+    let end_on_schema_change = SchemaChangeMode::try_from(ticket.schema_change).map_err(|_| {
+        invalid(format!(
+            "unknown schema change mode {}",
+            ticket.schema_change
+        ))
+    })? == SchemaChangeMode::EndStream;
     let empty = RecordBatch::new_empty(Arc::clone(&schema));
     let events = stream::unfold(
-        (sub, filter, encoder, empty),
-        |(mut sub, filter, mut encoder, empty)| async move {
+        (Some(sub), filter, encoder, empty, ticket),
+        move |(sub, mut filter, mut encoder, mut empty, ticket)| async move {
+            let mut sub = sub?;
             let event = sub.next().await?;
+            let mut ended = false;
             let messages = match event {
+                Ok(ChangeEvent::SchemaChanged { snapshot_id, .. }) if end_on_schema_change => {
+                    ended = true;
+                    let progress = ChangelogProgress {
+                        snapshot_id: snapshot_id - 1,
+                        complete: true,
+                        heartbeat: false,
+                        schema_changed: true,
+                    };
+                    encoder.batch(&empty, &progress)
+                }
+                Ok(ChangeEvent::SchemaChanged {
+                    snapshot_id,
+                    schema: read_schema,
+                }) => filter.evolve(&ticket, &read_schema, snapshot_id).map(|f| {
+                    filter = f;
+                    let schema = filter.output_schema(&read_schema);
+                    empty = RecordBatch::new_empty(Arc::clone(&schema));
+                    let progress = ChangelogProgress {
+                        snapshot_id,
+                        complete: false,
+                        heartbeat: false,
+                        schema_changed: true,
+                    };
+                    vec![
+                        FlightData::from(SchemaAsIpc::new(&schema, &encoder.options))
+                            .with_app_metadata(progress.encode_to_vec()),
+                    ]
+                }),
                 Err(e) => Err(to_status(e)),
                 Ok(ChangeEvent::Rows { snapshot_id, batch }) => filter.apply(batch).and_then(|b| {
                     if b.num_rows() == 0 {
@@ -241,6 +328,7 @@ pub async fn subscribe(
                         snapshot_id,
                         complete: false,
                         heartbeat: false,
+                        schema_changed: false,
                     };
                     encoder.batch(&b, &progress)
                 }),
@@ -249,6 +337,7 @@ pub async fn subscribe(
                         snapshot_id,
                         complete: true,
                         heartbeat: false,
+                        schema_changed: false,
                     };
                     encoder.batch(&empty, &progress)
                 }
@@ -257,6 +346,7 @@ pub async fn subscribe(
                         snapshot_id: last_completed,
                         complete: true,
                         heartbeat: true,
+                        schema_changed: false,
                     };
                     encoder.batch(&empty, &progress)
                 }
@@ -265,7 +355,8 @@ pub async fn subscribe(
                 Ok(m) => m.into_iter().map(Ok).collect(),
                 Err(s) => vec![Err(s)],
             };
-            Some((stream::iter(items), (sub, filter, encoder, empty)))
+            let sub = (!ended).then_some(sub);
+            Some((stream::iter(items), (sub, filter, encoder, empty, ticket)))
         },
     )
     .flatten();

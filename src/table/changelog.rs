@@ -99,6 +99,8 @@ pub struct ChangelogReader {
     layout: Arc<TableLayout>,
     projection: Vec<usize>,
     projection_names: Vec<String>,
+    /// Field ids of the requested columns (`None`: all), to follow them across schema changes.
+    projected_ids: Option<Vec<i32>>,
     schema: SchemaRef,
 }
 
@@ -114,9 +116,9 @@ enum Unit {
 }
 
 impl ChangelogReader {
-    pub fn new(table: Table, projection: Option<&[String]>) -> Result<Self> {
+    pub fn new(table: Table, columns: Option<&[String]>) -> Result<Self> {
         let layout = table.layout()?;
-        let projection = super::read::resolve_projection(&table, &layout, projection)?;
+        let projection = super::read::resolve_projection(&table, &layout, columns)?;
         let mut fields = vec![Arc::new(Field::new(ROW_KIND_COLUMN, DataType::Utf8, false))];
         fields.extend(
             projection
@@ -127,13 +129,53 @@ impl ChangelogReader {
             .iter()
             .map(|&i| layout.schema.fields[i].name.clone())
             .collect();
+        let projected_ids = columns.map(|_| {
+            projection
+                .iter()
+                .map(|&i| layout.schema.fields[i].id)
+                .collect()
+        });
         Ok(Self {
             table,
             layout,
             projection,
             projection_names,
+            projected_ids,
             schema: Arc::new(Schema::new(fields)),
         })
+    }
+
+    /// The id of the schema rows are read with.
+    pub fn schema_id(&self) -> i64 {
+        self.layout.schema.id
+    }
+
+    /// A reader of the same columns (followed by field id: renamed ones under their new name,
+    /// dropped ones gone; with no projection, added ones too) through schema `schema_id`.
+    pub async fn evolve(&self, schema_id: i64) -> Result<Self> {
+        let t = &self.table;
+        let schema = t.schema_manager().schema(schema_id).await?;
+        let table = Table::new(
+            t.io().clone(),
+            t.identifier().clone(),
+            t.path().to_string(),
+            schema,
+        );
+        let names = match &self.projected_ids {
+            None => None,
+            Some(ids) => {
+                let layout = table.layout()?;
+                Some(
+                    ids.iter()
+                        .filter_map(|id| layout.schema.fields.iter().find(|f| f.id == *id))
+                        .map(|f| f.name.clone())
+                        .collect::<Vec<_>>(),
+                )
+            }
+        };
+        let mut reader = Self::new(table, names.as_deref())?;
+        reader.projected_ids = self.projected_ids.clone();
+        Ok(reader)
     }
 
     /// `_row_kind` followed by the projected columns.
@@ -428,6 +470,9 @@ pub enum ChangeEvent {
     Completed { snapshot_id: i64 },
     /// Nothing new for a heartbeat interval; `last_completed` is the last completed snapshot.
     Idle { last_completed: i64 },
+    /// Snapshot `snapshot_id` was written with a newer schema: its rows, and all that follow,
+    /// have `schema` (`_row_kind`, then the columns as that schema names them).
+    SchemaChanged { snapshot_id: i64, schema: SchemaRef },
 }
 
 /// A running subscription: events arrive through a bounded channel, so a slow receiver slows the
@@ -446,12 +491,25 @@ impl Subscription {
         if let Some(id) = &opts.consumer_id {
             crate::snapshot::consumer::validate_id(id)?;
         }
-        let reader = ChangelogReader::new(table, opts.projection.as_deref())?;
+        let mut reader = ChangelogReader::new(table, opts.projection.as_deref())?;
         let pos = reader.start_position(&opts).await?;
+        // Every snapshot is sent in the schema it was committed with: a start before the latest
+        // ALTER begins with the older schema and announces the changes as it passes them.
+        let first = pos.full.unwrap_or(pos.next);
+        if let Some(s) = reader
+            .table()
+            .snapshot_manager()
+            .try_snapshot(first)
+            .await?
+        {
+            if s.schema_id != reader.schema_id() {
+                reader = reader.evolve(s.schema_id).await?;
+            }
+        }
         let schema = reader.schema();
         let (tx, rx) = mpsc::channel(2);
         tokio::spawn(async move {
-            let result = follow(&reader, pos, &opts, heartbeat, &tx).await;
+            let result = follow(reader, pos, &opts, heartbeat, &tx).await;
             if let Err(e) = result {
                 let _ = tx.send(Err(e)).await;
             }
@@ -471,13 +529,14 @@ impl Subscription {
 
 /// The subscription loop; returns when bounded and done, or when the receiver is gone.
 async fn follow(
-    reader: &ChangelogReader,
+    reader: ChangelogReader,
     pos: StartPosition,
     opts: &StreamOptions,
     heartbeat: Duration,
     tx: &mpsc::Sender<Result<ChangeEvent>>,
 ) -> Result<()> {
-    let table = reader.table();
+    let mut reader = reader;
+    let table = reader.table().clone();
     let sm = table.snapshot_manager();
     let consumers = &table.consumer_manager();
     let mut commits = COMMITS.subscribe();
@@ -534,6 +593,16 @@ async fn follow(
             Some(s) => {
                 if opts.end_timestamp_millis.is_some_and(|t| s.time_millis > t) {
                     return Ok(());
+                }
+                // A newer schema replaces the subscription's, announced before the rows.
+                if s.schema_id > reader.schema_id() {
+                    reader = reader.evolve(s.schema_id).await?;
+                    tx.send(Ok(ChangeEvent::SchemaChanged {
+                        snapshot_id: next,
+                        schema: reader.schema(),
+                    }))
+                    .await
+                    .map_err(|_| closed())?;
                 }
                 deliver(next, reader.changes(&s).await?).await?;
                 last_completed = next;

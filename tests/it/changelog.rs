@@ -238,6 +238,7 @@ async fn fold_changelog(table: &Table, exact: bool) -> (Vec<Vec<Value>>, BTreeMa
             }
             ChangeEvent::Completed { snapshot_id } => completed.push(snapshot_id),
             ChangeEvent::Idle { .. } => {}
+            ChangeEvent::SchemaChanged { .. } => panic!("no ALTER in this history"),
         }
     }
     assert!(pending_before.is_none(), "stream ended after a -U");
@@ -424,6 +425,7 @@ async fn a_subscription_follows_new_commits_and_its_consumer_resumes() {
             }
             ChangeEvent::Completed { snapshot_id } => got.push((snapshot_id, -1)),
             ChangeEvent::Idle { .. } => {}
+            other => panic!("unexpected {other:?}"),
         }
     }
     assert_eq!(got, vec![(2, 1), (2, -1)]);
@@ -621,4 +623,152 @@ async fn a_slow_subscriber_holds_back_its_own_reading() {
         }
     }
     assert_eq!(ids, (0..20).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_announces_a_schema_change_and_follows_its_columns_by_field_id() {
+    use tidelake::schema::change::SchemaChange;
+    let s = Scratch::new();
+    let table = s
+        .create(
+            "db.t",
+            "id BIGINT NOT NULL, n BIGINT, s STRING",
+            &["id"],
+            &[],
+            &[("bucket", "1"), ("changelog-producer", "input")],
+        )
+        .await;
+    insert_one(&table, 1).await;
+    let opts = StreamOptions {
+        start: StartMode::Latest,
+        projection: Some(vec!["id".into(), "n".into()]),
+        ..Default::default()
+    };
+    let mut sub = Subscription::start(table.clone(), opts, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut next = async || sub.next().await.unwrap().unwrap();
+    assert!(matches!(
+        next().await,
+        ChangeEvent::Idle { last_completed: 1 }
+    ));
+    insert_one(&table, 2).await;
+    match next().await {
+        ChangeEvent::Rows { snapshot_id, batch } => {
+            assert_eq!(snapshot_id, 2);
+            assert_eq!(
+                rows(&[batch]),
+                vec![vec![Value::from("+I"), 2.into(), 2.into()]]
+            );
+        }
+        other => panic!("expected snapshot 2's rows, got {other:?}"),
+    }
+    assert!(matches!(
+        next().await,
+        ChangeEvent::Completed { snapshot_id: 2 }
+    ));
+    // Rename the projected column and add one: the projection follows `n` by its field id.
+    let id = tidelake::Identifier::parse("db.t").unwrap();
+    let changes = [
+        SchemaChange::RenameColumn {
+            name: "n".into(),
+            new_name: "m".into(),
+        },
+        SchemaChange::AddColumn {
+            name: "x".into(),
+            data_type: "INT".parse().unwrap(),
+            comment: None,
+            position: None,
+        },
+    ];
+    let altered = s.catalog.alter_table(&id, &changes).await.unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("op", DataType::Utf8, false),
+        Field::new("id", DataType::Int64, false),
+        Field::new("m", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+        Field::new("x", DataType::Int32, true),
+    ]));
+    let b = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(vec!["+I"])),
+            Arc::new(Int64Array::from(vec![3])),
+            Arc::new(Int64Array::from(vec![30])),
+            Arc::new(StringArray::from(vec![None::<&str>])),
+            Arc::new(arrow::array::Int32Array::from(vec![7])),
+        ],
+    )
+    .unwrap();
+    altered
+        .write_batches(
+            &[b],
+            WriteOptions {
+                row_kind_column: Some("op".into()),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    match next().await {
+        ChangeEvent::SchemaChanged {
+            snapshot_id,
+            schema,
+        } => {
+            assert_eq!(snapshot_id, 3);
+            let names: Vec<_> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            assert_eq!(names, ["_row_kind", "id", "m"]);
+        }
+        other => panic!("expected the schema change, got {other:?}"),
+    }
+    match next().await {
+        ChangeEvent::Rows { snapshot_id, batch } => {
+            assert_eq!(snapshot_id, 3);
+            assert_eq!(batch.schema().field(2).name(), "m");
+            assert_eq!(
+                rows(&[batch]),
+                vec![vec![Value::from("+I"), 3.into(), 30.into()]]
+            );
+        }
+        other => panic!("expected snapshot 3's rows, got {other:?}"),
+    }
+    // A subscription opened after the change still sends each snapshot in the schema it was
+    // committed with, and announces the change on the way.
+    let opts = StreamOptions {
+        start: StartMode::FromSnapshot(2),
+        end_snapshot: Some(3),
+        ..Default::default()
+    };
+    let mut sub = Subscription::start(altered, opts, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let names = |s: &arrow::datatypes::SchemaRef| -> Vec<String> {
+        s.fields().iter().map(|f| f.name().clone()).collect()
+    };
+    assert_eq!(names(&sub.schema()), ["_row_kind", "id", "n", "s"]);
+    let mut got = Vec::new();
+    while let Some(e) = sub.next().await {
+        match e.unwrap() {
+            ChangeEvent::Rows { batch, .. } => got.extend(rows(&[batch])),
+            ChangeEvent::SchemaChanged {
+                snapshot_id,
+                schema,
+            } => got.push(vec![snapshot_id.into(), names(&schema).join(" ").into()]),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        got,
+        vec![
+            vec![Value::from("+I"), 2.into(), 2.into(), Value::Null],
+            vec![3.into(), "_row_kind id m s x".into()],
+            vec![
+                Value::from("+I"),
+                3.into(),
+                30.into(),
+                Value::Null,
+                7.into()
+            ],
+        ]
+    );
 }

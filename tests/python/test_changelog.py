@@ -1084,3 +1084,76 @@ def test_a_client_that_stops_reading_holds_back_only_its_own_stream(uri, conn, d
         if chunk.data is not None:
             rows += chunk.data.num_rows
     assert rows == 40 * 5000 + 1
+
+
+# ---------------------------------------------------------------- schema changes on a live stream
+
+
+def test_end_stream_mode_ends_at_a_schema_change_and_resumes_with_the_new_schema(uri, conn, db):
+    """pyarrow cannot take a second schema message, so its tickets ask for END_STREAM: the stream ends
+    after the last snapshot of the old schema, marked schema_changed, and the next one has the new schema."""
+    t = f"{db}.t"
+    dml(conn, f"CREATE TABLE {t} (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) "
+              "WITH ('bucket' = '1', 'changelog-producer' = 'input', 'write-only' = 'true')")
+    dml(conn, f"INSERT INTO {t} VALUES (1, 'a')")
+    client, reader = _raw_stream(uri, encode_ticket(t, "latest", heartbeat_millis=100, schema_change="end-stream"))
+    try:
+        assert reader.schema.names == ["_row_kind", "id", "v"]  # the stream is open with schema 0
+        dml(conn, f"INSERT INTO {t} VALUES (2, 'b')")
+        dml(conn, f"ALTER TABLE {t} ADD COLUMN w INT")
+        dml(conn, f"INSERT INTO {t} VALUES (3, 'c', 7)")
+        got = []
+        with time_limit(WAIT, reader):
+            for chunk in reader:
+                p = decode_progress(chunk.app_metadata)
+                if not p.heartbeat:
+                    got.append((p.snapshot_id, chunk.data.num_rows, p.complete, p.schema_changed))
+        assert got == [(2, 1, False, False), (2, 0, True, False), (2, 0, True, True)]
+    finally:
+        client.close()
+    # Resuming after the announced snapshot gives the new schema and snapshot 3's rows.
+    c = read_bounded(subscribe(uri, t, start="from-snapshot", snapshot_id=3, end_snapshot_id=3))
+    assert c.sub.schema.names == ["_row_kind", "id", "v", "w"]
+    assert _kinds_rows(c.changes) == [("+I", (3, "c", 7))]
+
+
+def test_helper_follows_schema_changes_on_a_live_subscription(uri, conn, db):
+    """tidelake.subscribe across ADD, RENAME, widening and DROP: every change once, each batch in the schema
+    of its snapshot, and the projection (by field id) follows the renamed column."""
+    t = f"{db}.t"
+    dml(conn, f"CREATE TABLE {t} (id BIGINT NOT NULL, v STRING, n INT, PRIMARY KEY (id)) "
+              "WITH ('bucket' = '1', 'changelog-producer' = 'input', 'write-only' = 'true')")
+    dml(conn, f"INSERT INTO {t} VALUES (1, 'a', 1)")
+    sub = subscribe(uri, t, start="latest", heartbeat_millis=100)
+    it = sub.events()
+    with time_limit(WAIT, sub):
+        first = next(it)  # the start position: the subscription is live with schema 0
+        assert first.progress.heartbeat and sub.schema.names == ["_row_kind", "id", "v", "n"]
+        statements = [
+            f"INSERT INTO {t} VALUES (2, 'b', 2)",
+            f"ALTER TABLE {t} ADD COLUMN w STRING",
+            f"INSERT INTO {t} VALUES (3, 'c', 3, 'x')",
+            f"ALTER TABLE {t} RENAME COLUMN v TO vv",
+            f"ALTER TABLE {t} ALTER COLUMN n TYPE BIGINT",
+            f"UPDATE {t} SET n = 30 WHERE id = 3",
+            f"ALTER TABLE {t} DROP COLUMN w",
+            f"DELETE FROM {t} WHERE id = 1",
+        ]
+        for s in statements:
+            dml(conn, s)
+        end = latest_snapshot(conn, t)
+        got = []
+        while not got or got[-1][0] < end:
+            e = next(it)
+            if e.batch.num_rows and not e.progress.heartbeat:
+                got.append((e.progress.snapshot_id, e.batch.schema.names, [str(f.type) for f in e.batch.schema],
+                            [tuple(r.values()) for r in e.batch.to_pylist()]))
+    sub.close()
+    assert [(names, rows) for _, names, _, rows in got] == [
+        (["_row_kind", "id", "v", "n"], [("+I", 2, "b", 2)]),
+        (["_row_kind", "id", "v", "n", "w"], [("+I", 3, "c", 3, "x")]),
+        (["_row_kind", "id", "vv", "n", "w"], [("-U", 3, "c", 3, "x"), ("+U", 3, "c", 30, "x")]),
+        (["_row_kind", "id", "vv", "n"], [("-D", 1, "a", 1)]),
+    ]
+    assert got[2][2][3] == "int64"  # n was widened before the UPDATE's snapshot
+    assert sub.schema_changes == 3

@@ -47,3 +47,30 @@ def test_rust_example_reports_an_unknown_table(server):
     )
     assert out.returncode != 0
     assert "NotFound" in out.stderr or "not found" in out.stderr.lower(), out.stderr
+
+
+def test_rust_example_follows_a_live_schema_change(server, conn, db):
+    """arrow-rs takes the server's second schema message (SchemaChangeMode SCHEMA_MESSAGE)."""
+    _require_example()
+    cur = conn.cursor()
+    cur.execute(f"CREATE TABLE {db}.s (id BIGINT, v STRING) WITH ('write-only' = 'true')")
+    cur.execute(f"INSERT INTO {db}.s VALUES (1, 'a')")
+    env = dict(os.environ, TIDELAKE_USER=USER, TIDELAKE_PASSWORD=PASSWORD)
+    proc = subprocess.Popen(
+        [str(_example()), f"http://{server.host}:{server.port}", f"{db}.s", "--from", "1", "--until", "3"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        # The subscription is live (it read snapshot 1 with the old schema) before the ALTER.
+        assert proc.stdout.readline().strip() == "1 +I 1 a"
+        cur.execute(f"ALTER TABLE {db}.s ADD COLUMN w INT")
+        cur.execute(f"INSERT INTO {db}.s VALUES (2, 'b', 7)")
+        cur.execute(f"ALTER TABLE {db}.s RENAME COLUMN v TO vv")
+        cur.execute(f"INSERT INTO {db}.s VALUES (3, 'c', 8)")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out.splitlines() == [
+        "schema _row_kind id v w", "2 +I 2 b 7", "schema _row_kind id vv w", "3 +I 3 c 8",
+    ], out

@@ -24,6 +24,11 @@ START_MODES = {
 }
 START_MODE_NAMES = {v: k for k, v in START_MODES.items()}
 
+# SchemaChangeMode: how the server announces an ALTER TABLE on a live stream. pyarrow's
+# FlightStreamReader cannot take a second schema message (it blocks on one), so this client asks
+# for "end-stream" and resubscribes; "schema-message" is for readers that take it (arrow-rs, Java).
+SCHEMA_CHANGE_MODES = {"schema-message": 0, "end-stream": 1}
+
 # Start modes whose first snapshot is sent whole, as +I rows.
 FULL_START_MODES = frozenset({"latest-full", "from-snapshot-full", "compacted-full"})
 
@@ -129,16 +134,20 @@ class ChangelogProgress:
     snapshot_id: int
     complete: bool = False
     heartbeat: bool = False
+    #: The table's schema changed after ``snapshot_id`` (see ``SCHEMA_CHANGE_MODES``).
+    schema_changed: bool = False
 
     def encode(self) -> bytes:
-        return _int_field(1, self.snapshot_id) + _int_field(2, self.complete) + _int_field(3, self.heartbeat)
+        return (_int_field(1, self.snapshot_id) + _int_field(2, self.complete) + _int_field(3, self.heartbeat)
+                + _int_field(4, self.schema_changed))
 
 
 def decode_progress(data) -> ChangelogProgress:
     """Decodes ``ChangelogProgress`` bytes (``bytes`` or a ``pyarrow.Buffer``; empty = all defaults)."""
     f = decode_fields(_as_bytes(data))
     last = lambda n: f[n][-1] if n in f else 0  # proto3: the last occurrence wins
-    return ChangelogProgress(snapshot_id=_signed64(last(1)), complete=bool(last(2)), heartbeat=bool(last(3)))
+    return ChangelogProgress(snapshot_id=_signed64(last(1)), complete=bool(last(2)), heartbeat=bool(last(3)),
+                             schema_changed=bool(last(4)))
 
 
 @dataclass(frozen=True)
@@ -155,6 +164,7 @@ class ChangelogTicket:
     columns: List[str] = field(default_factory=list)
     filter: str = ""
     heartbeat_millis: int = 0
+    schema_change: str = "schema-message"
 
     def encode(self) -> bytes:
         """The ``ChangelogTicket`` message itself (not wrapped in ``Any``)."""
@@ -169,11 +179,24 @@ class ChangelogTicket:
         if self.filter:
             out += _len_field(9, self.filter)
         out += _int_field(10, self.heartbeat_millis)
+        out += _int_field(11, schema_change_mode_number(self.schema_change))
         return out
 
     def to_ticket_bytes(self) -> bytes:
         """The ``DoGet`` ticket: this message in a ``google.protobuf.Any``."""
         return _len_field(1, TICKET_TYPE_URL) + _len_field(2, self.encode())
+
+
+def schema_change_mode_number(mode: Union[str, int]) -> int:
+    """``"end-stream"`` (or ``"END_STREAM"``, or 1) -> 1; raises ``ValueError`` for unknown modes."""
+    if isinstance(mode, int):
+        if mode not in SCHEMA_CHANGE_MODES.values():
+            raise ValueError(f"unknown schema change mode {mode}")
+        return mode
+    name = str(mode).strip().lower().replace("_", "-")
+    if name not in SCHEMA_CHANGE_MODES:
+        raise ValueError(f"unknown schema change mode {mode!r}; expected one of {', '.join(SCHEMA_CHANGE_MODES)}")
+    return SCHEMA_CHANGE_MODES[name]
 
 
 def start_mode_number(start: Union[str, int]) -> int:
@@ -198,20 +221,22 @@ def encode_ticket(table: str, start: Union[str, int] = "default", *, snapshot_id
                   timestamp_millis: Optional[int] = None, consumer_id: Optional[str] = None,
                   end_snapshot_id: Optional[int] = None, end_timestamp_millis: Optional[int] = None,
                   columns: Optional[Iterable[str]] = None, filter: Optional[str] = None,
-                  heartbeat_millis: Optional[int] = None) -> bytes:
+                  heartbeat_millis: Optional[int] = None, schema_change: str = "end-stream") -> bytes:
     """The ``DoGet`` ticket bytes of a changelog subscription (``Any``-wrapped ``ChangelogTicket``).
 
     ``table`` is ``"db.table"`` (or ``"table"`` in the session's current database). ``start`` is a
     Paimon scan mode: ``default``, ``latest``, ``latest-full``, ``from-snapshot`` (with
     ``snapshot_id``), ``from-snapshot-full`` (with ``snapshot_id``), ``from-timestamp`` (with
     ``timestamp_millis``) or ``compacted-full``. No argument is checked beyond its mode name; the
-    server answers bad combinations with ``InvalidArgument``.
+    server answers bad combinations with ``InvalidArgument``. ``schema_change`` is ``end-stream``
+    (the default here: pyarrow readers cannot take a second schema message) or ``schema-message``.
     """
     return ChangelogTicket(
         table=table, start=start_mode_name(start), snapshot_id=snapshot_id or 0,
         timestamp_millis=timestamp_millis or 0, consumer_id=consumer_id or "",
         end_snapshot_id=end_snapshot_id or 0, end_timestamp_millis=end_timestamp_millis or 0,
         columns=list(columns or []), filter=filter or "", heartbeat_millis=heartbeat_millis or 0,
+        schema_change=schema_change,
     ).to_ticket_bytes()
 
 
@@ -228,4 +253,5 @@ def decode_ticket(data) -> ChangelogTicket:
         table=text(1), start=START_MODE_NAMES.get(num(2), str(num(2))), snapshot_id=num(3),
         timestamp_millis=num(4), consumer_id=text(5), end_snapshot_id=num(6), end_timestamp_millis=num(7),
         columns=[c.decode("utf-8") for c in f.get(8, [])], filter=text(9), heartbeat_millis=num(10),
+        schema_change={v: k for k, v in SCHEMA_CHANGE_MODES.items()}.get(num(11), str(num(11))),
     )

@@ -18,6 +18,11 @@ already handed out. On a transient failure it reconnects and asks for the rest:
                   nothing completed, open delta snapshot S   ──▶ FROM_SNAPSHOT S, skip rows_of_open
                   last completed L                           ──▶ FROM_SNAPSHOT L+1, skip rows_of_open of open
 
+An ALTER TABLE ends the server's stream at the last snapshot of the old schema (the ticket asks for
+``SchemaChangeMode.END_STREAM``: pyarrow's reader cannot take a second schema message). The client
+connects again from the next snapshot; later batches have the new schema (``sub.schema``), and
+``sub.schema_changes`` counts the changes followed.
+
 Skipping is sound because the server sends the rows of a snapshot in the same order every time for
 the same (snapshot, columns, filter). Batches of snapshots at or below the last completed one are
 dropped, so a server that resumes earlier (a consumer position, a retried request) causes no
@@ -136,6 +141,8 @@ class Subscription:
         self.reconnects = 0
         self._connected_once = False
         self._open_snapshot: Optional[int] = None  # snapshot with rows handed out but not completed
+        self._schema_changed = False  # the stream announced its end at a schema change
+        self.schema_changes = 0  # how many ALTER TABLEs this subscription followed
         self._open_rows = 0
         self._skip_snapshot: Optional[int] = None  # rows of this snapshot to drop after a resume
         self._skip_rows = 0
@@ -227,6 +234,13 @@ class Subscription:
                     self._reading_since = None
             except StopIteration:
                 self._drop_connection()
+                if self._schema_changed:
+                    # The server ended the stream at an ALTER TABLE: the next connection starts
+                    # after the last snapshot of the old schema and brings the new schema.
+                    self._schema_changed = False
+                    self.schema_changes += 1
+                    self._connect_with_retry(None)
+                    continue
                 if self._bounded() or not self.reconnect:
                     self._finished = True
                     raise
@@ -245,6 +259,8 @@ class Subscription:
             if chunk.app_metadata is None:
                 raise ResumeError("changelog FlightData without app_metadata (ChangelogProgress)")
             progress = decode_progress(chunk.app_metadata)
+            if progress.schema_changed:
+                self._schema_changed = True
             batch = self._accept(chunk.data, progress)
             if batch is not None:
                 return ChangelogEvent(batch, progress)

@@ -33,9 +33,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let user = std::env::var("TIDELAKE_USER").unwrap_or_else(|_| "tidelake".into());
     let password = std::env::var("TIDELAKE_PASSWORD").unwrap_or_default();
     let mut sub = Subscriber::new(endpoint, &user, &password, ticket);
+    let mut columns: Option<Vec<String>> = None;
     while let Some(changes) = sub.next().await {
         let changes = changes?;
         let b = &changes.batch;
+        // An ALTER TABLE arrives as a new schema message: later batches have the new columns.
+        let names: Vec<String> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        if columns.as_ref().is_some_and(|c| *c != names) {
+            println!("schema {}", names.join(" "));
+        }
+        columns = Some(names);
         let kinds = b
             .column(0)
             .as_any()

@@ -51,6 +51,20 @@ pub struct ChangelogTicket {
     pub filter: String,
     #[prost(int64, tag = "10")]
     pub heartbeat_millis: i64,
+    #[prost(enumeration = "SchemaChangeMode", tag = "11")]
+    pub schema_change: i32,
+}
+
+/// `tidelake.SchemaChangeMode`: how a subscription announces that the table's schema changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum SchemaChangeMode {
+    /// A new schema message in the stream (arrow-rs, Java and Go readers take it).
+    SchemaMessage = 0,
+    /// The stream ends after the last snapshot of the old schema with a `schema_changed`
+    /// progress; resubscribing from the next snapshot gives the new schema. For readers that
+    /// cannot take a second schema message (pyarrow's, which blocks on it).
+    EndStream = 1,
 }
 
 /// `tidelake.ChangelogProgress`, the `app_metadata` of every message of a subscription.
@@ -62,6 +76,9 @@ pub struct ChangelogProgress {
     pub complete: bool,
     #[prost(bool, tag = "3")]
     pub heartbeat: bool,
+    /// On a schema message: the rows of `snapshot_id` and later have this new schema.
+    #[prost(bool, tag = "4")]
+    pub schema_changed: bool,
 }
 
 /// The `google.protobuf.Any` type URL a changelog ticket is wrapped with.
