@@ -1,21 +1,38 @@
 """Python client for tidelake, a Paimon-format lakehouse server speaking Arrow Flight SQL.
 
-Changelog subscriptions (plain Flight ``DoGet`` with a ``tidelake.ChangelogTicket``)::
+Everything through one object, :class:`tidelake.Client` (SQL through ADBC, bulk ingest through
+Flight SQL ``CommandStatementIngest``, subscriptions and admin actions through plain Flight)::
 
     import tidelake
+
+    with tidelake.Client("grpc://127.0.0.1:50051", user="alice", password="...") as tl:
+        tl.execute("CREATE TABLE shop.orders (id BIGINT NOT NULL, qty INT, PRIMARY KEY (id))")
+        tl.ingest("shop.orders", frame)                       # pyarrow, pandas or polars; one commit
+        tl.upsert("shop.orders", changed_rows)                # +I rows: insert or replace by key
+        tl.delete("shop.orders", [1, 2])                      # -D rows
+        tl.apply_changes("shop.copy", changelog_batch)        # rows with _row_kind +I/-U/+U/-D
+        tl.sql("SELECT * FROM shop.orders", output="pandas")  # or "arrow", "polars"
+        tl.admin.compact("shop.orders", full=True)            # every tidelake.* action
+        sub = tl.subscribe("shop.orders", start="latest-full")
+
+Changelog subscriptions (plain Flight ``DoGet`` with a ``tidelake.ChangelogTicket``)::
 
     with tidelake.subscribe("grpc://127.0.0.1:50051", "shop.orders", user="alice", password="...",
                             start="latest-full", consumer_id="billing") as sub:
         for batch in sub:                      # pyarrow.RecordBatch, `_row_kind` first
             print(sub.current_snapshot_id, batch.to_pylist())
 
-SQL (Flight SQL through ADBC; needs ``adbc-driver-flightsql``)::
+A plain ADBC DB-API connection (needs ``adbc-driver-flightsql``)::
 
     conn = tidelake.connect("grpc://127.0.0.1:50051", user="alice", password="...")
 
 Administration (Flight actions ``tidelake.*``): ``tidelake.admin.Admin(location, user=, password=)``
-with ``compact``, ``expire_snapshots``, ``remove_orphan_files``, ``create_tag``, ``delete_tag``,
-``list_tags``, ``rollback``, ``alter_table`` and ``table_info``.
+(or ``Client.admin``) with ``compact``, ``expire_snapshots``, ``remove_orphan_files``,
+``create_tag``, ``delete_tag``, ``list_tags``, ``rollback``, ``alter_table`` and ``table_info``.
+
+Errors of ``Client`` are the classes of :mod:`tidelake.errors` (``NotFoundError``,
+``AlreadyExistsError``, ``InvalidArgumentError``, ...), which are also the pyarrow or ADBC exception
+the transport raised.
 """
 from .protocol import (
     FULL_START_MODES,
@@ -28,13 +45,30 @@ from .protocol import (
     encode_ticket,
 )
 from .subscription import ROW_KIND_COLUMN, ChangelogEvent, ResumeError, Subscription, is_transient, subscribe
+from .client import ROW_KINDS, Client
+from .errors import (
+    AlreadyExistsError,
+    ConflictError,
+    Error,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+    UnavailableError,
+    UnsupportedError,
+)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "FULL_START_MODES", "START_MODES", "TICKET_TYPE_URL", "ROW_KIND_COLUMN",
     "ChangelogProgress", "ChangelogTicket", "ChangelogEvent", "ResumeError", "Subscription",
     "connect", "decode_progress", "decode_ticket", "encode_ticket", "is_transient", "subscribe",
+    "Client", "ROW_KINDS", "Error", "NotFoundError", "AlreadyExistsError", "InvalidArgumentError",
+    "OutOfRangeError", "ConflictError", "UnauthenticatedError", "PermissionDeniedError", "UnsupportedError",
+    "UnavailableError", "InternalError",
 ]
 
 
