@@ -19,6 +19,8 @@ pub enum ErrorKind {
     ResourceExhausted,
     /// A position outside what is retained (an expired snapshot).
     OutOfRange,
+    /// The caller cancelled a long operation.
+    Cancelled,
     Unavailable,
     Internal,
 }
@@ -116,6 +118,13 @@ pub enum Error {
         #[snafu(implicit)]
         location: Location,
     },
+    /// A long operation stopped because its caller cancelled it.
+    #[snafu(display("{message}"))]
+    Cancelled {
+        message: String,
+        #[snafu(implicit)]
+        location: Location,
+    },
     /// A broken invariant inside tidelake: a bug, not a user mistake.
     #[snafu(display("internal error: {message}"))]
     Internal {
@@ -152,6 +161,7 @@ impl Error {
             Error::Conflict { .. } => ErrorKind::Conflict,
             Error::Internal { .. } => ErrorKind::Internal,
             Error::OutOfRange { .. } => ErrorKind::OutOfRange,
+            Error::Cancelled { .. } => ErrorKind::Cancelled,
             Error::Sql { kind, .. } => *kind,
         }
     }

@@ -488,7 +488,8 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             let t = catalog.load_table(&id).await?;
             let filter =
                 cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?;
-            let report = t.compact(full, filter).await?;
+            let op = tidelake::table::progress::Operation::new();
+            let report = cli::progress::run(&op, t.compact_with(full, filter, &op)).await?;
             match report.snapshot_id {
                 Some(s) => println!(
                     "compacted {} bucket(s) of {id}: {} files rewritten into {}; snapshot {s}",
@@ -515,7 +516,8 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 r.time_retained_millis =
                     parse_duration_millis(&v).ok_or(format!("invalid duration '{v}'"))?;
             }
-            let report = t.expire_snapshots(Some(r)).await?;
+            let op = tidelake::table::progress::Operation::new();
+            let report = cli::progress::run(&op, t.expire_snapshots_with(Some(r), &op)).await?;
             println!(
                 "expired {} snapshot(s) {:?}, deleted {} file(s)",
                 report.snapshots.len(),
@@ -574,9 +576,10 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             let t = open()?.load_table(&Identifier::parse(&table)?).await?;
             let age = parse_duration_millis(&older_than)
                 .ok_or(format!("invalid duration '{older_than}'"))?;
-            let report = t
-                .remove_orphan_files(tidelake::catalog::now_millis() - age, !delete)
-                .await?;
+            let op = tidelake::table::progress::Operation::new();
+            let older_than = tidelake::catalog::now_millis() - age;
+            let work = t.remove_orphan_files_with(older_than, !delete, &op);
+            let report = cli::progress::run(&op, work).await?;
             for f in &report.files {
                 println!("{f}");
             }

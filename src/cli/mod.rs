@@ -3,3 +3,4 @@
 pub(crate) mod bench;
 pub(crate) mod input;
 pub(crate) mod output;
+pub(crate) mod progress;

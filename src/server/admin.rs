@@ -2,12 +2,23 @@
 //! of `proto/tidelake.proto`, declared in `tidelake_client::admin`): compaction, snapshot expiry,
 //! orphan-file removal, tags, rollback, ALTER TABLE and table info. Each calls the same table
 //! operations as the `CALL sys.*` procedures and the CLI.
+//!
+//! Long operations (compact, expire_snapshots, remove_orphan_files) run as tasks registered in
+//! [`Operations`]: `tidelake.list_operations` lists them, `tidelake.cancel` or the caller ending
+//! its call cancels them, and with `report_progress` the call streams their progress.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow_flight::sql::Any;
+use futures::future::BoxFuture;
+use futures::stream::{self, BoxStream, StreamExt};
 use prost::Message;
 use tidelake_client::admin::{
-    AlterTableRequest, BucketInfo, CleanupResult, CompactRequest, CompactResult,
-    ExpireSnapshotsRequest, RemoveOrphanFilesRequest, TableInfo, TableInfoRequest, Tag, TagList,
-    TagRequest,
+    type_url, AlterTableRequest, BucketInfo, CleanupResult, CompactRequest, CompactResult,
+    ExpireSnapshotsRequest, OperationInfo, OperationList, OperationProgress, OperationRequest,
+    RemoveOrphanFilesRequest, TableInfo, TableInfoRequest, Tag, TagList, TagRequest,
 };
 use tonic::Status;
 
@@ -15,7 +26,14 @@ use super::status::{invalid, to_status};
 use crate::catalog::{now_millis, Identifier};
 use crate::sql::{SqlEngine, SqlSession};
 use crate::table::lifecycle::{parse_duration_millis, CleanupReport, RollbackTarget};
+use crate::table::progress::{Operation, Progress};
 use crate::table::Table;
+
+/// The results of one action call.
+pub type ResultStream = BoxStream<'static, Result<arrow_flight::Result, Status>>;
+
+/// How often a progress-reporting call looks for news.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The actions (name, description) ListActions reports.
 pub const ADMIN_ACTIONS: &[(&str, &str)] = &[
@@ -28,7 +46,193 @@ pub const ADMIN_ACTIONS: &[(&str, &str)] = &[
     ("tidelake.rollback", "TagRequest -> CleanupResult: roll the table back to a snapshot or tag"),
     ("tidelake.alter_table", "AlterTableRequest -> TableInfo: apply ALTER TABLE changes (SQL after 'ALTER TABLE <t>')"),
     ("tidelake.table_info", "TableInfoRequest -> TableInfo: schema, latest snapshot, files, sorted runs, rows and bytes per bucket"),
+    ("tidelake.list_operations", "OperationRequest -> OperationList: the long operations running (compactions, expiries, orphan removals) and their progress"),
+    ("tidelake.cancel", "OperationRequest -> OperationList: cancel a running operation by id (it stops at its next safe point and fails with CANCELLED)"),
 ];
+
+/// One registered operation.
+#[derive(Debug)]
+struct Running {
+    info: OperationInfo,
+    op: Operation,
+}
+
+/// The long operations this server runs, by id.
+#[derive(Debug, Default)]
+pub struct Operations {
+    running: Mutex<HashMap<String, Running>>,
+}
+
+/// An operation's place in [`Operations`]; dropping it (the call ended, however) cancels the
+/// operation if it still runs and unregisters it.
+struct Registration {
+    ops: Arc<Operations>,
+    id: String,
+    op: Operation,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.op.cancel();
+        self.ops.lock().remove(&self.id);
+    }
+}
+
+fn progress_message(id: &str, p: &Progress) -> OperationProgress {
+    OperationProgress {
+        operation_id: id.to_string(),
+        phase: p.phase.clone(),
+        done: p.done as i64,
+        total: p.total as i64,
+        files: p.files as i64,
+        bytes: p.bytes as i64,
+    }
+}
+
+impl Operations {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn register(self: &Arc<Self>, action: &str, table: &Table, user: &str) -> Registration {
+        let id = uuid::Uuid::new_v4().to_string();
+        let op = Operation::new();
+        let info = OperationInfo {
+            operation_id: id.clone(),
+            action: action.to_string(),
+            table: table.identifier().to_string(),
+            user: user.to_string(),
+            started_millis: now_millis(),
+            ..Default::default()
+        };
+        self.lock().insert(
+            id.clone(),
+            Running {
+                info,
+                op: op.clone(),
+            },
+        );
+        Registration {
+            ops: Arc::clone(self),
+            id,
+            op,
+        }
+    }
+
+    fn info(r: &Running) -> OperationInfo {
+        OperationInfo {
+            progress: Some(progress_message(&r.info.operation_id, &r.op.progress())),
+            cancelling: r.op.is_cancelled(),
+            ..r.info.clone()
+        }
+    }
+
+    /// The running operations, oldest first.
+    pub fn list(&self) -> OperationList {
+        let mut operations: Vec<_> = self.lock().values().map(Self::info).collect();
+        operations.sort_by(|a, b| {
+            (a.started_millis, &a.operation_id).cmp(&(b.started_millis, &b.operation_id))
+        });
+        OperationList { operations }
+    }
+
+    /// Cancels operation `id`; its description, or NotFound.
+    pub fn cancel(&self, id: &str) -> Result<OperationInfo, Status> {
+        let running = self.lock();
+        let r = running.get(id).ok_or_else(|| {
+            Status::not_found(format!(
+                "no running operation '{id}' (it may have finished)"
+            ))
+        })?;
+        r.op.cancel();
+        Ok(Self::info(r))
+    }
+}
+
+/// `message` as the body of a progress-reporting call: an `Any`.
+fn any_body(name: &str, message: &impl Message) -> arrow_flight::Result {
+    arrow_flight::Result {
+        body: Any {
+            type_url: type_url(name),
+            value: message.encode_to_vec().into(),
+        }
+        .encode_to_vec()
+        .into(),
+    }
+}
+
+type Work = BoxFuture<'static, Result<Vec<u8>, Status>>;
+
+/// Runs `work` as a registered operation: its one result, or (with `report`) its progress then
+/// its result, `Any`-wrapped with `result_name`.
+async fn long_operation(
+    caller: &Caller<'_>,
+    action: &str,
+    table: &Table,
+    report: bool,
+    result_name: &'static str,
+    work: Box<dyn FnOnce(Operation) -> Work + Send>,
+) -> Result<ResultStream, Status> {
+    let reg = caller.operations.register(action, table, caller.user);
+    let handle = tokio::spawn(work(reg.op.clone()));
+    let joined = |r: Result<Result<Vec<u8>, Status>, tokio::task::JoinError>| {
+        r.map_err(|e| Status::internal(format!("operation task failed: {e}")))?
+    };
+    if !report {
+        // Awaited here: if the caller goes away this future is dropped, and `reg` with it.
+        let body = joined(handle.await)?;
+        drop(reg);
+        return Ok(stream::iter([Ok(arrow_flight::Result { body: body.into() })]).boxed());
+    }
+    struct State {
+        reg: Registration,
+        handle: Option<tokio::task::JoinHandle<Result<Vec<u8>, Status>>>,
+        last: Option<Progress>,
+    }
+    let state = State {
+        reg,
+        handle: Some(handle),
+        last: None,
+    };
+    Ok(stream::unfold(state, move |mut st| async move {
+        let mut handle = st.handle.take()?;
+        let progress = |st: &mut State| {
+            let p = st.reg.op.progress();
+            let changed = st.last.as_ref() != Some(&p);
+            st.last = Some(p.clone());
+            changed.then(|| {
+                Ok(any_body(
+                    "OperationProgress",
+                    &progress_message(&st.reg.id, &p),
+                ))
+            })
+        };
+        if st.last.is_none() {
+            // The first message names the operation at once.
+            let first = progress(&mut st);
+            st.handle = Some(handle);
+            return Some((stream::iter(first.into_iter().collect::<Vec<_>>()), st));
+        }
+        let items = tokio::select! {
+            r = &mut handle => {
+                let mut items: Vec<_> = progress(&mut st).into_iter().collect();
+                items.push(joined(r).map(|body| arrow_flight::Result {
+                    body: Any { type_url: type_url(result_name), value: body.into() }
+                        .encode_to_vec()
+                        .into(),
+                }));
+                items
+            }
+            _ = tokio::time::sleep(PROGRESS_INTERVAL) => {
+                st.handle = Some(handle);
+                progress(&mut st).into_iter().collect()
+            }
+        };
+        Some((stream::iter(items), st))
+    })
+    .flatten()
+    .boxed())
+}
 
 fn decode<M: Message + Default>(body: &[u8], what: &str) -> Result<M, Status> {
     M::decode(body).map_err(|e| invalid(format!("malformed {what}: {e}")))
@@ -113,64 +317,85 @@ pub async fn table_info(table: &Table) -> crate::error::Result<TableInfo> {
     Ok(info)
 }
 
-/// Runs admin action `action` (None: not an admin action); returns the result body.
+/// Who asks, and where operations are registered.
+#[derive(Debug)]
+pub struct Caller<'a> {
+    pub session: &'a SqlSession,
+    pub user: &'a str,
+    pub operations: &'a Arc<Operations>,
+}
+
+/// Runs admin action `action` (None: not an admin action); returns its results.
 pub async fn run(
     engine: &SqlEngine,
-    session: &SqlSession,
+    caller: &Caller<'_>,
     action: &str,
     body: &[u8],
-) -> Option<Result<Vec<u8>, Status>> {
+) -> Option<Result<ResultStream, Status>> {
     let name = action.strip_prefix("tidelake.")?;
     if !ADMIN_ACTIONS.iter().any(|(a, _)| *a == action) {
         return None;
     }
-    Some(run_known(engine, session, name, body).await)
+    let one = |body: Vec<u8>| -> ResultStream {
+        stream::iter([Ok(arrow_flight::Result { body: body.into() })]).boxed()
+    };
+    Some(match name {
+        "compact" | "expire_snapshots" | "remove_orphan_files" => {
+            run_long(engine, caller, name, body).await
+        }
+        "list_operations" => Ok(one(caller.operations.list().encode_to_vec())),
+        "cancel" => decode::<OperationRequest>(body, "OperationRequest").and_then(|req| {
+            let info = caller.operations.cancel(&req.operation_id)?;
+            Ok(one(OperationList {
+                operations: vec![info],
+            }
+            .encode_to_vec()))
+        }),
+        _ => run_known(engine, caller.session, name, body).await.map(one),
+    })
 }
 
-async fn run_known(
+/// Compaction, expiry and orphan removal: registered, cancellable, optionally reporting progress.
+async fn run_long(
     engine: &SqlEngine,
-    session: &SqlSession,
+    caller: &Caller<'_>,
     name: &str,
     body: &[u8],
-) -> Result<Vec<u8>, Status> {
+) -> Result<ResultStream, Status> {
     let catalog = engine.catalog();
     let load = |table: &str| {
-        let id = identifier(session, table);
+        let id = identifier(caller.session, table);
         async move { catalog.load_table(&id?).await.map_err(to_status) }
     };
+    let action = format!("tidelake.{name}");
     match name {
         "compact" => {
             let req: CompactRequest = decode(body, "CompactRequest")?;
             let table = load(&req.table).await?;
-            let mut filter = Vec::new();
-            for p in &req.partitions {
-                let Some((k, v)) = p.split_once('=') else {
-                    return Err(invalid(format!("partition '{p}' is not key=value")));
-                };
-                let k = k.trim();
-                let field = table
-                    .schema()
-                    .field(k)
-                    .filter(|_| table.schema().partition_keys.iter().any(|p| p == k))
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "'{k}' is not a partition key of table {}",
-                            req.table
-                        ))
-                    })?;
-                let value = datafusion::common::ScalarValue::Utf8(Some(v.trim().to_string()));
-                let datum = crate::sql::scalar_to_datum(&value, &field.data_type)
-                    .ok_or_else(|| invalid(format!("'{v}' is not a valid {}", field.data_type)))?;
-                filter.push((k.to_string(), datum));
-            }
-            let r = table.compact(req.full, filter).await.map_err(to_status)?;
-            Ok(CompactResult {
-                buckets_compacted: r.buckets_compacted as i64,
-                files_before: r.files_before as i64,
-                files_after: r.files_after as i64,
-                snapshot_id: r.snapshot_id.unwrap_or(0),
-            }
-            .encode_to_vec())
+            let filter = partition_filter(&table, &req)?;
+            let (t, full) = (table.clone(), req.full);
+            let work = move |op: Operation| -> Work {
+                Box::pin(async move {
+                    let r = t.compact_with(full, filter, &op).await.map_err(to_status)?;
+                    Ok(CompactResult {
+                        buckets_compacted: r.buckets_compacted as i64,
+                        files_before: r.files_before as i64,
+                        files_after: r.files_after as i64,
+                        snapshot_id: r.snapshot_id.unwrap_or(0),
+                    }
+                    .encode_to_vec())
+                })
+            };
+            let work = Box::new(work);
+            long_operation(
+                caller,
+                &action,
+                &table,
+                req.report_progress,
+                "CompactResult",
+                work,
+            )
+            .await
         }
         "expire_snapshots" => {
             let req: ExpireSnapshotsRequest = decode(body, "ExpireSnapshotsRequest")?;
@@ -185,19 +410,90 @@ async fn run_known(
             if let Some(v) = &req.older_than {
                 r.time_retained_millis = duration(v)?;
             }
-            let report = table.expire_snapshots(Some(r)).await.map_err(to_status)?;
-            Ok(cleanup(report))
+            let t = table.clone();
+            let work = move |op: Operation| -> Work {
+                Box::pin(async move {
+                    let report = t.expire_snapshots_with(Some(r), &op).await;
+                    Ok(cleanup(report.map_err(to_status)?))
+                })
+            };
+            let work = Box::new(work);
+            long_operation(
+                caller,
+                &action,
+                &table,
+                req.report_progress,
+                "CleanupResult",
+                work,
+            )
+            .await
         }
-        "remove_orphan_files" => {
+        _ => {
             let req: RemoveOrphanFilesRequest = decode(body, "RemoveOrphanFilesRequest")?;
             let table = load(&req.table).await?;
-            let age = duration(req.older_than.as_deref().unwrap_or("1 d"))?;
-            let report = table
-                .remove_orphan_files(now_millis() - age, !req.delete)
-                .await
-                .map_err(to_status)?;
-            Ok(cleanup(report))
+            let older_than = now_millis() - duration(req.older_than.as_deref().unwrap_or("1 d"))?;
+            let (t, dry_run) = (table.clone(), !req.delete);
+            let work = move |op: Operation| -> Work {
+                Box::pin(async move {
+                    let report = t.remove_orphan_files_with(older_than, dry_run, &op).await;
+                    Ok(cleanup(report.map_err(to_status)?))
+                })
+            };
+            let work = Box::new(work);
+            long_operation(
+                caller,
+                &action,
+                &table,
+                req.report_progress,
+                "CleanupResult",
+                work,
+            )
+            .await
         }
+    }
+}
+
+/// A compact request's `key=value` partitions as a partition filter of `table`.
+fn partition_filter(
+    table: &Table,
+    req: &CompactRequest,
+) -> Result<Vec<(String, crate::spec::binary_row::Datum)>, Status> {
+    let mut filter = Vec::new();
+    for p in &req.partitions {
+        let Some((k, v)) = p.split_once('=') else {
+            return Err(invalid(format!("partition '{p}' is not key=value")));
+        };
+        let k = k.trim();
+        let field = table
+            .schema()
+            .field(k)
+            .filter(|_| table.schema().partition_keys.iter().any(|p| p == k))
+            .ok_or_else(|| {
+                invalid(format!(
+                    "'{k}' is not a partition key of table {}",
+                    req.table
+                ))
+            })?;
+        let value = datafusion::common::ScalarValue::Utf8(Some(v.trim().to_string()));
+        let datum = crate::sql::scalar_to_datum(&value, &field.data_type)
+            .ok_or_else(|| invalid(format!("'{v}' is not a valid {}", field.data_type)))?;
+        filter.push((k.to_string(), datum));
+    }
+    Ok(filter)
+}
+
+async fn run_known(
+    engine: &SqlEngine,
+    session: &SqlSession,
+    name: &str,
+    body: &[u8],
+) -> Result<Vec<u8>, Status> {
+    let catalog = engine.catalog();
+    let load = |table: &str| {
+        let id = identifier(session, table);
+        async move { catalog.load_table(&id?).await.map_err(to_status) }
+    };
+    match name {
         "create_tag" | "delete_tag" | "list_tags" | "rollback" => {
             let req: TagRequest = decode(body, "TagRequest")?;
             let table = load(&req.table).await?;

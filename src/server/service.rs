@@ -48,6 +48,8 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'stati
 pub struct TidelakeService {
     sql: Arc<TidelakeFlightSql>,
     auth: Arc<Authenticator>,
+    /// Long admin operations running now.
+    operations: Arc<super::admin::Operations>,
 }
 
 impl TidelakeService {
@@ -56,6 +58,7 @@ impl TidelakeService {
         Self {
             sql: Arc::new(sql),
             auth,
+            operations: Arc::default(),
         }
     }
 
@@ -292,11 +295,13 @@ impl FlightService for TidelakeService {
             "CancelFlightInfo" => one_result(&CancelFlightInfoResult::new(CancelStatus::Cancelled)),
             name if name.starts_with("tidelake.") => {
                 let session = self.auth.session(&principal);
-                match super::admin::run(&self.sql.engine, &session, name, &action.body).await {
-                    Some(body) => {
-                        let r = arrow_flight::Result { body: body?.into() };
-                        Response::new(Box::pin(stream::iter([Ok(r)])) as BoxStream<_>)
-                    }
+                let caller = super::admin::Caller {
+                    session: &session,
+                    user: &principal.user,
+                    operations: &self.operations,
+                };
+                match super::admin::run(&self.sql.engine, &caller, name, &action.body).await {
+                    Some(results) => Response::new(Box::pin(results?) as BoxStream<_>),
                     None => return Err(Status::unimplemented(format!("unknown action '{name}'"))),
                 }
             }

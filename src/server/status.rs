@@ -16,6 +16,7 @@ pub fn code(kind: ErrorKind) -> Code {
         ErrorKind::PermissionDenied => Code::PermissionDenied,
         ErrorKind::ResourceExhausted => Code::ResourceExhausted,
         ErrorKind::OutOfRange => Code::OutOfRange,
+        ErrorKind::Cancelled => Code::Cancelled,
         ErrorKind::Unavailable => Code::Unavailable,
         ErrorKind::Internal => Code::Internal,
     }

@@ -20,6 +20,7 @@ use snafu::ResultExt;
 use super::data_file;
 use super::evolution::FileRef;
 use super::layout::TableLayout;
+use super::progress::Operation;
 use super::write::CommitMessage;
 use super::Table;
 use crate::catalog::now_millis;
@@ -507,7 +508,20 @@ impl Table {
         full: bool,
         partition_filter: Vec<(String, Datum)>,
     ) -> Result<CompactReport> {
+        self.compact_with(full, partition_filter, &Operation::new())
+            .await
+    }
+
+    /// [`Table::compact`] reporting its progress (one unit per bucket) to `op`. Cancelled, it
+    /// removes the files it wrote and commits nothing.
+    pub async fn compact_with(
+        &self,
+        full: bool,
+        partition_filter: Vec<(String, Datum)>,
+        op: &Operation,
+    ) -> Result<CompactReport> {
         let layout = self.layout()?;
+        op.phase("planning", 0);
         let plan_ = self
             .new_scan()
             .partition_filter(partition_filter)
@@ -516,14 +530,25 @@ impl Table {
             .await?;
         let opts = picker_options(&self.options());
         let namer = FileNamer::default();
-        let mut messages = Vec::new();
+        let mut messages: Vec<CommitMessage> = Vec::new();
         let mut report = CompactReport::default();
         let total_buckets = layout.total_buckets();
-        for split in plan_.splits {
+        let jobs: Vec<_> = plan_
+            .splits
+            .into_iter()
+            .filter_map(|split| {
+                let (inputs, level) = plan(&layout, &split.files, &opts, full)?;
+                Some((split, inputs, level))
+            })
+            .collect();
+        op.phase("compacting buckets", jobs.len() as u64);
+        let what = format!("compaction of {}", self.identifier());
+        for (split, inputs, level) in jobs {
+            if let Err(e) = op.check(&what) {
+                self.discard_rewritten(&messages).await;
+                return Err(e);
+            }
             let (partition, bucket, files) = (split.partition, split.bucket, split.files);
-            let Some((inputs, level)) = plan(&layout, &files, &opts, full) else {
-                continue;
-            };
             let job = BucketCompaction {
                 partition: &partition,
                 bucket,
@@ -531,10 +556,21 @@ impl Table {
                 inputs: &inputs,
                 output_level: level,
             };
-            let out = rewrite(self, &layout, &namer, job).await?;
+            let out = match rewrite(self, &layout, &namer, job).await {
+                Ok(out) => out,
+                Err(e) => {
+                    self.discard_rewritten(&messages).await;
+                    return Err(e);
+                }
+            };
             report.buckets_compacted += 1;
             report.files_before += inputs.len();
             report.files_after += out.files.len();
+            let written = out.files.iter().chain(&out.changelog);
+            op.advance(
+                written.clone().count() as u64,
+                written.map(|f| f.file_size.max(0) as u64).sum(),
+            );
             messages.push(CommitMessage {
                 compact_before: inputs,
                 compact_after: out.files,
@@ -545,11 +581,33 @@ impl Table {
         if messages.is_empty() {
             return Ok(report);
         }
+        if let Err(e) = op.check(&what) {
+            self.discard_rewritten(&messages).await;
+            return Err(e);
+        }
+        op.phase("committing", 1);
         let outcome = self
             .new_commit(uuid::Uuid::new_v4().to_string())
             .commit(messages, BATCH_COMMIT_IDENTIFIER, None)
             .await?;
         report.snapshot_id = outcome.snapshot_id();
+        op.advance(0, 0);
         Ok(report)
+    }
+
+    /// Removes the uncommitted outputs of compactions that will not be committed (best effort:
+    /// what is left is an orphan that `remove_orphan_files` finds).
+    async fn discard_rewritten(&self, messages: &[CommitMessage]) {
+        for m in messages {
+            let Ok(dir) = self.bucket_dir(&m.partition, m.bucket) else {
+                continue;
+            };
+            for f in m.compact_after.iter().chain(&m.compact_changelog) {
+                let path = format!("{dir}/{}", f.file_name);
+                if let Err(e) = self.io().delete(&path).await {
+                    tracing::warn!(%path, error = %e, "could not remove an uncommitted compaction output");
+                }
+            }
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use super::progress::Operation;
 use super::Table;
 use crate::catalog::now_millis;
 use crate::error::{invalid, ErrorKind, NotFoundSnafu, Result};
@@ -132,11 +133,13 @@ impl Table {
         &self,
         files: &BTreeSet<(Vec<u8>, i32, String)>,
         report: &mut CleanupReport,
+        op: &Operation,
     ) -> Result<()> {
         for (partition, bucket, name) in files {
             let path = format!("{}/{name}", self.bucket_dir(partition, *bucket)?);
             self.io().delete(&path).await?;
             report.files.push(path);
+            op.advance(1, 0);
         }
         Ok(())
     }
@@ -144,6 +147,18 @@ impl Table {
     /// Expires old snapshots by the table's retention options (or `retention`); deletes the files
     /// only they referenced. Tags and consumers keep what they need.
     pub async fn expire_snapshots(&self, retention: Option<Retention>) -> Result<CleanupReport> {
+        self.expire_snapshots_with(retention, &Operation::new())
+            .await
+    }
+
+    /// [`Table::expire_snapshots`] reporting progress to `op`. It can be cancelled while it reads
+    /// snapshots and manifests, before it deletes anything; the deletions then run to the end.
+    pub async fn expire_snapshots_with(
+        &self,
+        retention: Option<Retention>,
+        op: &Operation,
+    ) -> Result<CleanupReport> {
+        let what = format!("snapshot expiry of {}", self.identifier());
         let retention = retention.unwrap_or_else(|| self.retention());
         let sm = self.snapshot_manager();
         let mut report = CleanupReport::default();
@@ -166,7 +181,10 @@ impl Table {
         let last_needed = latest.min(earliest + retention.expire_limit + 1);
         let mut snapshots: HashMap<i64, Snapshot> = HashMap::new();
         let mut times = Vec::new();
+        op.phase("reading snapshots", (last_needed - earliest + 1) as u64);
         for id in earliest..=last_needed {
+            op.check(&what)?;
+            op.advance(0, 0);
             let s = sm.snapshot(id).await?;
             times.push(s.time_millis);
             snapshots.insert(id, s);
@@ -199,7 +217,10 @@ impl Table {
         // only in expired snapshots (unless a tag holds them or a later entry re-adds them).
         let mm = self.manifest_manager();
         let mut doomed: BTreeSet<(Vec<u8>, i32, String)> = BTreeSet::new();
+        op.phase("reading manifests", (end - earliest) as u64);
         for id in earliest + 1..=end {
+            op.check(&what)?;
+            op.advance(0, 0);
             let s = match snapshots.get(&id) {
                 Some(s) => s.clone(),
                 None => sm.snapshot(id).await?,
@@ -229,8 +250,6 @@ impl Table {
                 }
             }
         }
-        self.delete_data_files(&doomed, &mut report).await?;
-
         let mut manifests = BTreeSet::new();
         for id in earliest..end {
             let s = match snapshots.get(&id) {
@@ -239,14 +258,23 @@ impl Table {
             };
             manifests.extend(self.unreferenced_manifests(&s, &keep_manifests).await?);
         }
+        // The last point where stopping changes nothing.
+        op.check(&what)?;
+        op.phase(
+            "deleting files",
+            (doomed.len() + manifests.len()) as u64 + (end - earliest) as u64,
+        );
+        self.delete_data_files(&doomed, &mut report, op).await?;
         for m in manifests {
             let path = mm.path(&m);
             self.io().delete(&path).await?;
             report.files.push(path);
+            op.advance(1, 0);
         }
         for id in earliest..end {
             sm.delete(id).await?;
             report.snapshots.push(id);
+            op.advance(1, 0);
         }
         sm.write_earliest_hint(end).await;
         Ok(report)
@@ -315,7 +343,8 @@ impl Table {
             .into_iter()
             .filter(|f| !keep_files.contains(f))
             .collect();
-        self.delete_data_files(&doomed, &mut report).await?;
+        self.delete_data_files(&doomed, &mut report, &Operation::new())
+            .await?;
         for m in manifests
             .into_iter()
             .filter(|m| !keep_manifests.contains(m))
@@ -390,7 +419,8 @@ impl Table {
                 tags.delete(&name).await?;
             }
         }
-        self.delete_data_files(&doomed_files, &mut report).await?;
+        self.delete_data_files(&doomed_files, &mut report, &Operation::new())
+            .await?;
         for m in doomed_manifests {
             let path = mm.path(&m);
             self.io().delete(&path).await?;
@@ -412,6 +442,20 @@ impl Table {
         older_than_millis: i64,
         dry_run: bool,
     ) -> Result<CleanupReport> {
+        self.remove_orphan_files_with(older_than_millis, dry_run, &Operation::new())
+            .await
+    }
+
+    /// [`Table::remove_orphan_files`] reporting progress to `op`; cancelled, it stops between two
+    /// files (those deleted stay deleted: each was an orphan).
+    pub async fn remove_orphan_files_with(
+        &self,
+        older_than_millis: i64,
+        dry_run: bool,
+        op: &Operation,
+    ) -> Result<CleanupReport> {
+        let what = format!("orphan-file removal of {}", self.identifier());
+        op.phase("reading snapshots", 0);
         let sm = self.snapshot_manager();
         let mm = self.manifest_manager();
         let mut snapshots = Vec::new();
@@ -441,7 +485,10 @@ impl Table {
             }
         }
         let mut manifests = Vec::new();
+        op.phase("reading manifest lists", lists.len() as u64);
         for l in &lists {
+            op.check(&what)?;
+            op.advance(0, 0);
             for m in mm.read_manifest_list(l).await? {
                 if used_manifests.insert(m.file_name.clone()) {
                     manifests.push(m.file_name);
@@ -450,7 +497,10 @@ impl Table {
         }
         // A data file is used if any entry (ADD or DELETE) of any manifest names it.
         let mut used_files: HashSet<String> = HashSet::new();
+        op.phase("reading manifests", manifests.len() as u64);
         for m in &manifests {
+            op.check(&what)?;
+            op.advance(0, 0);
             used_files.extend(
                 mm.read_manifest(m)
                     .await?
@@ -460,7 +510,19 @@ impl Table {
         }
         let mut report = CleanupReport::default();
         let root = format!("{}/", self.path());
-        for f in self.io().list_recursive(self.path()).await? {
+        op.phase("listing files", 0);
+        let listed = self.io().list_recursive(self.path()).await?;
+        op.phase(
+            if dry_run {
+                "checking files"
+            } else {
+                "deleting orphan files"
+            },
+            listed.len() as u64,
+        );
+        for f in listed {
+            op.check(&what)?;
+            op.advance(0, 0);
             if f.last_modified_millis >= older_than_millis {
                 continue;
             }
@@ -480,6 +542,7 @@ impl Table {
             if orphan {
                 if !dry_run {
                     self.io().delete(&f.path).await?;
+                    op.count(1, f.size);
                 }
                 report.files.push(f.path.clone());
             }

@@ -12,6 +12,7 @@ pub mod data_file;
 pub(crate) mod evolution;
 pub mod layout;
 pub mod lifecycle;
+pub mod progress;
 pub mod read;
 pub mod scan;
 pub mod write;

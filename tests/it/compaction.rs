@@ -383,3 +383,135 @@ async fn a_long_lived_writer_survives_compactions_by_another_job() {
     assert_eq!(read_rows(&t, None).await, want);
     assert!(runs_per_bucket(&t).await[0] <= 8);
 }
+
+/// Every file under the table directory (relative paths), sorted.
+fn files_under(root: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_compaction_reports_progress_and_leaves_the_table_as_it_was() {
+    use tidelake::error::ErrorKind;
+    use tidelake::table::progress::Operation;
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.t",
+            "id BIGINT NOT NULL, v BIGINT",
+            &["id"],
+            &[],
+            &[("bucket", "16"), ("write-only", "true")],
+        )
+        .await;
+    for c in 0..3i64 {
+        let rows: Vec<Value> = (0..400).map(|id| json!({"id": id, "v": c})).collect();
+        t.write_batches(&[batch(&t, &rows)], WriteOptions::default(), None)
+            .await
+            .unwrap();
+    }
+    let root = s.dir.path().join("db.db/t");
+    let before = files_under(&root);
+    let latest = t.snapshot_manager().latest_id().await.unwrap();
+
+    // Cancelled after its first bucket: an error naming the table, nothing committed, every file
+    // it wrote removed.
+    let op = Operation::new();
+    let mut progress = op.watch();
+    let watcher = op.clone();
+    let cancel = tokio::spawn(async move {
+        while progress.changed().await.is_ok() {
+            if progress.borrow().done >= 1 && progress.borrow().phase == "compacting buckets" {
+                watcher.cancel();
+                return;
+            }
+        }
+    });
+    let err = t.compact_with(true, vec![], &op).await.unwrap_err();
+    cancel.await.unwrap();
+    assert_eq!(err.kind(), ErrorKind::Cancelled, "{err}");
+    assert!(
+        err.to_string().contains("compaction of db.t was cancelled"),
+        "{err}"
+    );
+    let p = op.progress();
+    assert_eq!((p.phase.as_str(), p.total), ("compacting buckets", 16));
+    assert!(p.done >= 1 && p.done < 16, "{p:?}");
+    assert_eq!(t.snapshot_manager().latest_id().await.unwrap(), latest);
+    assert_eq!(files_under(&root), before);
+
+    // Run to its end, it counts every bucket and commits.
+    let op = Operation::new();
+    let report = t.compact_with(true, vec![], &op).await.unwrap();
+    assert_eq!(report.buckets_compacted, 16);
+    let p = op.progress();
+    assert_eq!((p.phase.as_str(), p.done, p.total), ("committing", 1, 1));
+    assert!(p.files >= 16 && p.bytes > 0, "{p:?}");
+    let rows = read_rows(&t, None).await;
+    assert_eq!(rows.len(), 400);
+    assert!(rows.iter().all(|r| r[1] == json!(2)));
+}
+
+#[tokio::test]
+async fn cancelled_expiry_and_orphan_removal_change_nothing() {
+    use tidelake::error::ErrorKind;
+    use tidelake::snapshot::expire::Retention;
+    use tidelake::table::progress::Operation;
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.t",
+            "id BIGINT, v BIGINT",
+            &[],
+            &[],
+            &[("snapshot.num-retained.max", "100")],
+        )
+        .await;
+    for c in 0..4i64 {
+        t.write_batches(
+            &[batch(&t, &[json!({"id": c, "v": c})])],
+            WriteOptions::default(),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    let root = s.dir.path().join("db.db/t");
+    let before = files_under(&root);
+    let op = Operation::new();
+    op.cancel();
+    let retention = Retention {
+        min_retained: 1,
+        max_retained: 1,
+        ..t.retention()
+    };
+    let err = t
+        .expire_snapshots_with(Some(retention), &op)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled, "{err}");
+    let err = t
+        .remove_orphan_files_with(i64::MAX, false, &op)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled, "{err}");
+    assert_eq!(files_under(&root), before);
+    // Not cancelled, the same expiry reports its phases and removes snapshots 1..3.
+    let op = Operation::new();
+    let report = t.expire_snapshots_with(Some(retention), &op).await.unwrap();
+    assert_eq!(report.snapshots, vec![1, 2, 3]);
+    assert_eq!(op.progress().phase, "deleting files");
+    assert_eq!(op.progress().done, op.progress().total);
+}

@@ -554,6 +554,7 @@ async fn admin_actions() {
         table: "default.t".into(),
         full: true,
         partitions: vec![],
+        ..Default::default()
     };
     let r = CompactResult::decode(
         one(action(&mut c, &token, "tidelake.compact", req.encode_to_vec()).await).as_slice(),
@@ -629,6 +630,7 @@ async fn admin_actions() {
         retain_min: Some(1),
         retain_max: Some(1),
         older_than: None,
+        ..Default::default()
     };
     let r = CleanupResult::decode(
         one(action(
@@ -646,6 +648,7 @@ async fn admin_actions() {
         table: "t".into(),
         older_than: Some("0 ms".into()),
         delete: false,
+        ..Default::default()
     };
     let r = CleanupResult::decode(
         one(action(
@@ -734,6 +737,7 @@ async fn admin_actions() {
         table: "t".into(),
         full: false,
         partitions: vec!["dt=1".into()],
+        ..Default::default()
     };
     assert_eq!(
         action(&mut c, &token, "tidelake.compact", req.encode_to_vec())
@@ -755,4 +759,105 @@ async fn admin_actions() {
     .unwrap();
     assert_eq!((info.schema_id, info.total_rows), (1, 4));
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_admin_actions_stream_progress_and_are_listed_and_cancelled() {
+    use tidelake_client::admin::*;
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    let token = handshake(&mut c, "jdbc", "pw").await.unwrap();
+    jdbc_update(&mut c, &token, "CREATE TABLE p (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '4', 'write-only' = 'true')").await;
+    for i in 0..3 {
+        let values: Vec<String> = (0..40).map(|k| format!("({k}, 'v{i}')")).collect();
+        jdbc_update(
+            &mut c,
+            &token,
+            &format!("INSERT INTO p VALUES {}", values.join(", ")),
+        )
+        .await;
+    }
+    // With report_progress: Any-wrapped OperationProgress messages, then the Any-wrapped result.
+    let req = CompactRequest {
+        table: "p".into(),
+        full: true,
+        report_progress: true,
+        ..Default::default()
+    };
+    let bodies = action(&mut c, &token, "tidelake.compact", req.encode_to_vec())
+        .await
+        .unwrap();
+    let anys: Vec<Any> = bodies
+        .iter()
+        .map(|b| Any::decode(b.as_slice()).unwrap())
+        .collect();
+    let (last, progress) = anys.split_last().unwrap();
+    assert_eq!(last.type_url, type_url("CompactResult"));
+    let result = CompactResult::decode(last.value.as_ref()).unwrap();
+    assert_eq!(result.buckets_compacted, 4);
+    assert!(!progress.is_empty());
+    let progress: Vec<OperationProgress> = progress
+        .iter()
+        .map(|a| {
+            assert_eq!(a.type_url, type_url("OperationProgress"));
+            OperationProgress::decode(a.value.as_ref()).unwrap()
+        })
+        .collect();
+    let id = &progress[0].operation_id;
+    assert_eq!(id.len(), 36, "a uuid names the operation");
+    assert!(progress.iter().all(|p| &p.operation_id == id));
+    let final_ = progress.last().unwrap();
+    assert_eq!((final_.phase.as_str(), final_.done), ("committing", 1));
+    assert!(final_.files >= 4 && final_.bytes > 0, "{final_:?}");
+
+    // Nothing runs now; cancelling a finished (or unknown) operation is NotFound.
+    let list = OperationList::decode(
+        action(&mut c, &token, "tidelake.list_operations", vec![])
+            .await
+            .unwrap()[0]
+            .as_slice(),
+    )
+    .unwrap();
+    assert!(list.operations.is_empty(), "{list:?}");
+    let cancel = OperationRequest {
+        operation_id: id.clone(),
+    };
+    let err = action(&mut c, &token, "tidelake.cancel", cancel.encode_to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err}");
+
+    // Progress on expiry and orphan removal too, ending with their CleanupResult.
+    for (name, body) in [
+        (
+            "tidelake.expire_snapshots",
+            ExpireSnapshotsRequest {
+                table: "p".into(),
+                retain_min: Some(1),
+                retain_max: Some(1),
+                report_progress: true,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "tidelake.remove_orphan_files",
+            RemoveOrphanFilesRequest {
+                table: "p".into(),
+                older_than: Some("0 ms".into()),
+                report_progress: true,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+    ] {
+        let bodies = action(&mut c, &token, name, body).await.unwrap();
+        let last = Any::decode(bodies.last().unwrap().as_slice()).unwrap();
+        assert_eq!(last.type_url, type_url("CleanupResult"), "{name}");
+        let r = CleanupResult::decode(last.value.as_ref()).unwrap();
+        if name == "tidelake.expire_snapshots" {
+            assert_eq!(r.snapshots, vec![1, 2, 3], "{name}");
+        }
+        assert!(bodies.len() >= 2, "{name}: progress before the result");
+    }
 }

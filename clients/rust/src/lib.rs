@@ -352,6 +352,9 @@ pub mod admin {
         /// Partition filter, `key=value` each.
         #[prost(string, repeated, tag = "3")]
         pub partitions: Vec<String>,
+        /// Stream `OperationProgress` results before the result (all `Any`-wrapped).
+        #[prost(bool, tag = "10")]
+        pub report_progress: bool,
     }
 
     /// `tidelake.CompactResult`.
@@ -381,6 +384,8 @@ pub mod admin {
         /// A Paimon duration (`1 h`, `30 min`).
         #[prost(string, optional, tag = "4")]
         pub older_than: Option<String>,
+        #[prost(bool, tag = "10")]
+        pub report_progress: bool,
     }
 
     /// `tidelake.RemoveOrphanFilesRequest` (action `tidelake.remove_orphan_files`).
@@ -394,6 +399,8 @@ pub mod admin {
         /// Delete them; without it the result only lists them (dry run).
         #[prost(bool, tag = "3")]
         pub delete: bool,
+        #[prost(bool, tag = "10")]
+        pub report_progress: bool,
     }
 
     /// `tidelake.CleanupResult`: what an expiry, orphan removal, tag deletion or rollback removed.
@@ -491,5 +498,67 @@ pub mod admin {
         pub total_rows: i64,
         #[prost(int64, tag = "7")]
         pub total_bytes: i64,
+    }
+
+    /// `tidelake.OperationProgress`: where a long operation (compact, expire_snapshots,
+    /// remove_orphan_files) stands. Streamed, `Any`-wrapped, when the request asks for progress.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct OperationProgress {
+        /// Names the operation for `tidelake.cancel`.
+        #[prost(string, tag = "1")]
+        pub operation_id: String,
+        #[prost(string, tag = "2")]
+        pub phase: String,
+        #[prost(int64, tag = "3")]
+        pub done: i64,
+        /// 0 while unknown.
+        #[prost(int64, tag = "4")]
+        pub total: i64,
+        #[prost(int64, tag = "5")]
+        pub files: i64,
+        #[prost(int64, tag = "6")]
+        pub bytes: i64,
+    }
+
+    /// `tidelake.OperationRequest` (actions `tidelake.cancel`, `tidelake.list_operations`).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct OperationRequest {
+        /// The operation to cancel; for listing, empty.
+        #[prost(string, tag = "1")]
+        pub operation_id: String,
+    }
+
+    /// `tidelake.OperationInfo`: one running operation.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct OperationInfo {
+        #[prost(string, tag = "1")]
+        pub operation_id: String,
+        /// The action, e.g. `tidelake.compact`.
+        #[prost(string, tag = "2")]
+        pub action: String,
+        #[prost(string, tag = "3")]
+        pub table: String,
+        #[prost(string, tag = "4")]
+        pub user: String,
+        #[prost(int64, tag = "5")]
+        pub started_millis: i64,
+        #[prost(message, optional, tag = "6")]
+        pub progress: Option<OperationProgress>,
+        /// Cancel was asked; it stops at its next safe point.
+        #[prost(bool, tag = "7")]
+        pub cancelling: bool,
+    }
+
+    /// `tidelake.OperationList` (result of `list_operations` and `cancel`).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct OperationList {
+        #[prost(message, repeated, tag = "1")]
+        pub operations: Vec<OperationInfo>,
+    }
+
+    /// The `google.protobuf.Any` type URL of a tidelake message (`"OperationProgress"` ->
+    /// `type.googleapis.com/tidelake.OperationProgress`).
+    pub fn type_url(message: &str) -> String {
+        format!("type.googleapis.com/tidelake.{message}")
     }
 }
