@@ -524,41 +524,28 @@ impl TidelakeFlightSql {
             }
             def.columns = columns;
         }
-        if !exists {
-            if !catalog
+        if !exists
+            && !catalog
                 .database_exists(&id.database)
                 .await
                 .map_err(to_status)?
-            {
-                return Err(Status::not_found(format!(
-                    "database '{}' does not exist",
-                    id.database
-                )));
-            }
-            catalog
-                .create_table(&id, &def, false)
-                .await
-                .map_err(to_status)?;
-        } else if overwrite.is_some() {
-            // Replace: the new data's schema wins; a table whose columns differ is recreated.
-            let table = catalog.load_table(&id).await.map_err(to_status)?;
-            let same = table.schema().fields.len() == def.columns.len()
-                && table
-                    .schema()
-                    .fields
-                    .iter()
-                    .zip(&def.columns)
-                    .all(|(a, (n, t))| &a.name == n && a.data_type.root == t.root);
-            if !same {
-                catalog.drop_table(&id, false).await.map_err(to_status)?;
-                catalog
-                    .create_table(&id, &def, false)
-                    .await
-                    .map_err(to_status)?;
-                overwrite = None;
-            }
+        {
+            return Err(Status::not_found(format!(
+                "database '{}' does not exist",
+                id.database
+            )));
         }
-        let table = catalog.load_table(&id).await.map_err(to_status)?;
+        // A new table, or a replacement whose definition differs, is written into a staging
+        // table first and renamed into place once the data is committed: a failed ingest leaves
+        // no table behind and the replaced one untouched.
+        let staged = if !exists {
+            true
+        } else if overwrite.is_some() {
+            let table = catalog.load_table(&id).await.map_err(to_status)?;
+            !same_definition(table.schema(), &def)
+        } else {
+            false
+        };
         let ident = id.to_string();
         let rest = batches.map(move |r| {
             r.map_err(|e| {
@@ -569,10 +556,49 @@ impl TidelakeFlightSql {
             })
         });
         let all = stream::iter(first.map(Ok)).chain(rest).boxed();
-        table
-            .write_stream(all, WriteOptions { row_kind_column }, overwrite)
+        let options = WriteOptions { row_kind_column };
+        if !staged {
+            let table = catalog.load_table(&id).await.map_err(to_status)?;
+            return table
+                .write_stream(all, options, overwrite)
+                .await
+                .map_err(to_status);
+        }
+        let tag = uuid::Uuid::new_v4().simple().to_string();
+        let staging = Identifier::new(id.database.clone(), format!("_tidelake_ingest_{tag}"));
+        let table = catalog
+            .create_table(&staging, &def, false)
             .await
-            .map_err(to_status)
+            .map_err(to_status)?;
+        let written = match table.write_stream(all, options, None).await {
+            Ok(n) => n,
+            Err(e) => {
+                drop_staging(catalog, &staging).await;
+                return Err(to_status(e));
+            }
+        };
+        if !exists {
+            if let Err(e) = catalog.rename_table(&staging, &id).await {
+                drop_staging(catalog, &staging).await;
+                return Err(to_status(e));
+            }
+            return Ok(written);
+        }
+        // Replace: the old table steps aside, the new one takes its name, the old one goes.
+        let old = Identifier::new(id.database.clone(), format!("_tidelake_replaced_{tag}"));
+        if let Err(e) = catalog.rename_table(&id, &old).await {
+            drop_staging(catalog, &staging).await;
+            return Err(to_status(e));
+        }
+        if let Err(e) = catalog.rename_table(&staging, &id).await {
+            if let Err(back) = catalog.rename_table(&old, &id).await {
+                tracing::error!(table = %id, error = %back, "could not restore a replaced table");
+            }
+            drop_staging(catalog, &staging).await;
+            return Err(to_status(e));
+        }
+        drop_staging(catalog, &old).await;
+        Ok(written)
     }
 
     async fn read_params(
@@ -1002,4 +1028,31 @@ impl FlightSqlService for TidelakeFlightSql {
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+/// Whether a table already has the definition an ingest asks for: the same column names and types
+/// (nullability aside: NOT NULL columns stay so, and a null in them fails the write) and, where
+/// the request names them, the same keys and options.
+fn same_definition(schema: &crate::spec::TableSchema, def: &TableDefinition) -> bool {
+    let columns = schema.fields.len() == def.columns.len()
+        && schema
+            .fields
+            .iter()
+            .zip(&def.columns)
+            .all(|(a, (n, t))| &a.name == n && a.data_type.root == t.root);
+    let keys = (def.primary_keys.is_empty() || def.primary_keys == schema.primary_keys)
+        && (def.partition_keys.is_empty() || def.partition_keys == schema.partition_keys);
+    let options = def
+        .options
+        .iter()
+        .all(|(k, v)| schema.options.get(k) == Some(v));
+    columns && keys && options
+}
+
+/// Removes a staging (or replaced) table of an ingest, logging what cannot be removed (an orphan
+/// directory an operator can delete).
+async fn drop_staging(catalog: &crate::catalog::Catalog, id: &Identifier) {
+    if let Err(e) = catalog.drop_table(id, true).await {
+        tracing::warn!(table = %id, error = %e, "could not remove an ingest's staging table");
+    }
 }

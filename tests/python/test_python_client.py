@@ -439,8 +439,6 @@ def test_errors_name_the_problem_and_change_nothing(tl, db, uri):
         tl.ingest(t, 42)
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: ingest creates the table (src/server/flight_sql.rs, "
-                   "create_table before write_stream) and keeps it when the write then fails")
 def test_failed_create_leaves_no_table(tl, db):
     bad = pa.table({"_row_kind": ["+I", "bad"], "id": [1, 2]})
     with pytest.raises(tidelake.InvalidArgumentError, match="row 1 has row kind 'bad'"):
@@ -450,9 +448,6 @@ def test_failed_create_leaves_no_table(tl, db):
         tl.table_schema(f"{db}.half")
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: a replace with other columns drops and recreates the "
-                   "table (src/server/flight_sql.rs, drop_table/create_table before write_stream), so a "
-                   "write that fails loses the old rows")
 def test_failed_replace_keeps_the_old_rows(tl, db):
     t = f"{db}.rep"
     tl.execute(f"CREATE TABLE {t} (id BIGINT, v STRING)")
@@ -461,6 +456,25 @@ def test_failed_replace_keeps_the_old_rows(tl, db):
         tl.ingest(t, pa.table({"k": ["+I", "bad"], "id": ["x", "y"]}), mode="replace", row_kind_column="k")
     assert tl.table_schema(t).names == ["id", "v"]
     assert rows(tl, f"SELECT * FROM {t}") == [{"id": 1, "v": "keep me"}]
+    # The staging table of the failed write is gone too.
+    assert [r for r in rows(tl, f"SHOW TABLES") if "_tidelake_" in str(r)] == []
+
+
+def test_replace_with_a_new_definition_recreates_the_table(tl, db):
+    """A replace that names a primary key, partition keys or options the table lacks gets a table with
+    that definition (staged, then renamed into place); one that names none keeps the table's."""
+    t = f"{db}.redef"
+    tl.execute(f"CREATE TABLE {t} (id BIGINT, v STRING)")
+    tl.execute(f"INSERT INTO {t} VALUES (1, 'old')")
+    data = pa.table({"id": pa.array([2, 2, 3], pa.int64()), "v": ["a", "b", "c"]})
+    assert tl.ingest(t, data, mode="replace", primary_key="id", options={"bucket": 1}) == 3
+    assert tl.primary_key(t) == ["id"]
+    assert rows(tl, f"SELECT * FROM {t} ORDER BY id") == [{"id": 2, "v": "b"}, {"id": 3, "v": "c"}]
+    # No definition named: an overwrite of the same table, which keeps its key and history.
+    assert tl.ingest(t, pa.table({"id": pa.array([4, 4], pa.int64()), "v": ["x", "y"]}), mode="replace") == 2
+    assert tl.primary_key(t) == ["id"]
+    assert rows(tl, f"SELECT * FROM {t}") == [{"id": 4, "v": "y"}]
+    assert len(rows(tl, f'SELECT * FROM {db}."redef$snapshots"')) == 2
 
 
 def test_failed_replace_with_the_same_columns_keeps_the_old_rows(tl, db):
