@@ -288,7 +288,10 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             let catalog = open()?;
             catalog.create_database("default", true).await?;
             let engine = tidelake::sql::SqlEngine::new(catalog, Default::default())?;
-            let session = tidelake::sql::SqlSession { database };
+            let session = tidelake::sql::SqlSession {
+                database,
+                ..Default::default()
+            };
             let out = engine.execute(&session, &sql, &[]).await?;
             let schema = std::sync::Arc::clone(&out.schema);
             let batches = out.collect().await?;
@@ -391,6 +394,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             let engine = tidelake::sql::SqlEngine::new(catalog, Default::default())?;
             let session = tidelake::sql::SqlSession {
                 database: id.database.clone(),
+                ..Default::default()
             };
             engine
                 .execute_update(

@@ -24,7 +24,7 @@ use tonic::Status;
 
 use super::status::{invalid, to_status};
 use crate::catalog::{now_millis, Identifier};
-use crate::sql::{SqlEngine, SqlSession};
+use crate::sql::{Role, SqlEngine, SqlSession};
 use crate::table::lifecycle::{parse_duration_millis, CleanupReport, RollbackTarget};
 use crate::table::progress::{Operation, Progress};
 use crate::table::Table;
@@ -335,6 +335,14 @@ pub async fn run(
     let name = action.strip_prefix("tidelake.")?;
     if !ADMIN_ACTIONS.iter().any(|(a, _)| *a == action) {
         return None;
+    }
+    // Reading is for every user; changing something is for admins.
+    let needed = match name {
+        "table_info" | "list_tags" | "list_operations" => Role::Reader,
+        _ => Role::Admin,
+    };
+    if let Err(e) = caller.session.role.require(needed, action) {
+        return Some(Err(to_status(e)));
     }
     let one = |body: Vec<u8>| -> ResultStream {
         stream::iter([Ok(arrow_flight::Result { body: body.into() })]).boxed()

@@ -13,7 +13,7 @@ use base64::Engine;
 use tonic::metadata::MetadataMap;
 use tonic::Status;
 
-use crate::sql::SqlSession;
+use crate::sql::{Role, SqlSession};
 
 /// How long an unused token stays valid.
 pub const TOKEN_IDLE: Duration = Duration::from_secs(12 * 3600);
@@ -42,6 +42,8 @@ struct Entry {
 #[derive(Debug)]
 pub struct Authenticator {
     users: HashMap<String, String>,
+    /// Users not named here are admins.
+    roles: HashMap<String, Role>,
     tokens: Mutex<HashMap<String, Entry>>,
     default_database: String,
 }
@@ -50,9 +52,16 @@ impl Authenticator {
     pub fn new(users: HashMap<String, String>, default_database: String) -> Self {
         Self {
             users,
+            roles: HashMap::new(),
             tokens: Mutex::new(HashMap::new()),
             default_database,
         }
+    }
+
+    /// The users' roles (by name; others are admins).
+    pub fn with_roles(mut self, roles: HashMap<String, Role>) -> Self {
+        self.roles = roles;
+        self
     }
 
     fn check_password(&self, user: &str, password: &str) -> bool {
@@ -106,6 +115,7 @@ impl Authenticator {
                 user: user.to_string(),
                 session: SqlSession {
                     database: self.default_database.clone(),
+                    role: self.roles.get(user).copied().unwrap_or_default(),
                 },
                 last_used: now,
             },

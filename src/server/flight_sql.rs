@@ -40,7 +40,7 @@ use super::metadata;
 use super::status::{invalid, to_status};
 use crate::catalog::{Identifier, TableDefinition};
 use crate::error::Result;
-use crate::sql::{SqlEngine, SqlSession, StatementKind, CATALOG_NAME};
+use crate::sql::{Role, SqlEngine, SqlSession, StatementKind, CATALOG_NAME};
 use crate::table::{Overwrite, WriteOptions};
 
 /// Largest FlightData message the server sends (batches are split to fit).
@@ -546,6 +546,15 @@ impl TidelakeFlightSql {
         } else {
             false
         };
+        let needed = if staged {
+            (Role::Admin, "an ingest that creates or redefines a table")
+        } else {
+            (Role::Writer, "ingest")
+        };
+        session
+            .role
+            .require(needed.0, needed.1)
+            .map_err(to_status)?;
         let ident = id.to_string();
         let rest = batches.map(move |r| {
             r.map_err(|e| {

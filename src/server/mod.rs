@@ -26,7 +26,7 @@ use tokio::net::TcpListener;
 
 use crate::catalog::Catalog;
 use crate::error::{invalid, Result};
-use crate::sql::{SqlEngine, SqlLimits};
+use crate::sql::{Role, SqlEngine, SqlLimits};
 
 /// Largest gRPC message accepted or sent (DoPut batches arrive whole).
 pub const MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
@@ -51,6 +51,9 @@ pub struct ServerConfig {
 pub struct UserConfig {
     pub name: String,
     pub password: String,
+    /// `reader`, `writer` or `admin` (the default).
+    #[serde(default)]
+    pub role: Role,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -79,6 +82,8 @@ pub struct ServeOptions {
     pub warehouse: String,
     pub listen: String,
     pub users: HashMap<String, String>,
+    /// Roles by user name; a user not named here is an admin.
+    pub roles: HashMap<String, Role>,
     pub limits: SqlLimits,
 }
 
@@ -91,11 +96,13 @@ impl ServeOptions {
         listen: Option<String>,
     ) -> Result<Self> {
         let mut users: HashMap<String, String> = HashMap::new();
+        let mut roles = HashMap::new();
         for u in &config.users {
             if u.name.is_empty() || u.name.contains(':') {
                 return invalid!("config: invalid user name '{}'", u.name);
             }
             users.insert(u.name.clone(), u.password.clone());
+            roles.insert(u.name.clone(), u.role);
         }
         if users.is_empty() {
             let user = std::env::var("TIDELAKE_USER")
@@ -127,6 +134,7 @@ impl ServeOptions {
                 .or(config.listen)
                 .unwrap_or_else(|| "127.0.0.1:50051".to_string()),
             users,
+            roles,
             limits,
         })
     }
@@ -172,10 +180,10 @@ pub async fn run(
     let catalog = Catalog::open(&options.warehouse)?;
     catalog.create_database("default", true).await?;
     let engine = SqlEngine::new(catalog, options.limits.clone())?;
-    let auth = Arc::new(auth::Authenticator::new(
-        options.users.clone(),
-        "default".into(),
-    ));
+    let auth = Arc::new(
+        auth::Authenticator::new(options.users.clone(), "default".into())
+            .with_roles(options.roles.clone()),
+    );
     let flight_sql = flight_sql::TidelakeFlightSql::new(engine, auth);
     let service = FlightServiceServer::new(service::TidelakeService::new(flight_sql))
         .max_decoding_message_size(MAX_MESSAGE_SIZE)

@@ -50,16 +50,57 @@ pub struct SqlLimits {
     pub query_timeout: Option<Duration>,
 }
 
-/// Per-connection state: the current database (Flight SQL's "schema").
+/// What a user may do. Each role includes the ones before it: a reader runs queries and
+/// subscribes to changelogs; a writer also runs INSERT, UPDATE, DELETE and appends by bulk
+/// ingest; an admin also runs DDL (CREATE, DROP, ALTER), `CALL sys.*` procedures, ingests that
+/// create or redefine tables, and the administrative Flight actions that change something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Reader,
+    Writer,
+    #[default]
+    Admin,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Writer => "writer",
+            Role::Admin => "admin",
+        }
+    }
+
+    /// PermissionDenied unless this role includes `needed`.
+    pub fn require(self, needed: Role, what: &str) -> Result<()> {
+        if self >= needed {
+            return Ok(());
+        }
+        crate::error::SqlSnafu {
+            message: format!(
+                "{what} needs the {} role; this user has the {} role",
+                needed.name(),
+                self.name()
+            ),
+            kind: ErrorKind::PermissionDenied,
+        }
+        .fail()
+    }
+}
+
+/// Per-connection state: the current database (Flight SQL's "schema") and the user's role.
 #[derive(Debug, Clone)]
 pub struct SqlSession {
     pub database: String,
+    pub role: Role,
 }
 
 impl Default for SqlSession {
     fn default() -> Self {
         Self {
             database: "default".to_string(),
+            role: Role::Admin,
         }
     }
 }
@@ -378,7 +419,10 @@ impl SqlEngine {
         let stmt = dialect::parse_one(sql)?;
         match (classify(&stmt)?, stmt) {
             (StatementKind::Update, DFStatement::Statement(s)) => match *s {
-                Statement::Insert(ins) => dml::insert(self, session, ins, param_rows).await,
+                Statement::Insert(ins) => {
+                    session.role.require(Role::Writer, "INSERT")?;
+                    dml::insert(self, session, ins, param_rows).await
+                }
                 other => {
                     let mut total = 0;
                     for params in param_rows {
@@ -562,6 +606,16 @@ impl SqlEngine {
         stmt: Statement,
         params: &[ScalarValue],
     ) -> Result<i64> {
+        let (needed, what) = match &stmt {
+            Statement::Insert(_) => (Role::Writer, "INSERT"),
+            Statement::Update(_) => (Role::Writer, "UPDATE"),
+            Statement::Delete(_) => (Role::Writer, "DELETE"),
+            Statement::Call(_) => (Role::Admin, "CALL"),
+            Statement::AlterTable(_) => (Role::Admin, "ALTER TABLE"),
+            Statement::Drop { .. } => (Role::Admin, "DROP"),
+            _ => (Role::Admin, "CREATE"),
+        };
+        session.role.require(needed, what)?;
         match stmt {
             Statement::CreateTable(ct) => {
                 let id = self.identifier(session, &ct.name)?;

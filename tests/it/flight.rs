@@ -39,7 +39,15 @@ impl Server {
         let options = tidelake::server::ServeOptions {
             warehouse: scratch.path().to_string(),
             listen: addr.to_string(),
-            users: HashMap::from([("jdbc".to_string(), "pw".to_string())]),
+            users: HashMap::from([
+                ("jdbc".to_string(), "pw".to_string()),
+                ("ro".to_string(), "pw".to_string()),
+                ("rw".to_string(), "pw".to_string()),
+            ]),
+            roles: HashMap::from([
+                ("ro".to_string(), tidelake::sql::Role::Reader),
+                ("rw".to_string(), tidelake::sql::Role::Writer),
+            ]),
             limits: Default::default(),
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -860,4 +868,160 @@ async fn long_admin_actions_stream_progress_and_are_listed_and_cancelled() {
         }
         assert!(bodies.len() >= 2, "{name}: progress before the result");
     }
+}
+
+/// Runs one statement as an ad-hoc update (CommandStatementUpdate); its count or status.
+async fn try_update(
+    c: &mut FlightServiceClient<Channel>,
+    token: &str,
+    sql: &str,
+) -> Result<i64, tonic::Status> {
+    let body = put(
+        c,
+        token,
+        cmd(arrow_flight::sql::CommandStatementUpdate {
+            query: sql.to_string(),
+            transaction_id: None,
+        }),
+        Schema::empty(),
+        vec![],
+    )
+    .await?;
+    Ok(DoPutUpdateResult::decode(body.as_slice())
+        .unwrap()
+        .record_count)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_are_checked_at_every_door() {
+    use tidelake_client::admin::*;
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    let admin = handshake(&mut c, "jdbc", "pw").await.unwrap();
+    let reader = handshake(&mut c, "ro", "pw").await.unwrap();
+    let writer = handshake(&mut c, "rw", "pw").await.unwrap();
+    try_update(
+        &mut c,
+        &admin,
+        "CREATE TABLE r (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1')",
+    )
+    .await
+    .unwrap();
+    let denied = |r: Result<i64, tonic::Status>, what: &str| {
+        let e = r.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{what}: {e}");
+        e.message().to_string()
+    };
+    // SQL: readers query, writers also write, only admins change definitions or run procedures.
+    let m = denied(
+        try_update(&mut c, &reader, "INSERT INTO r VALUES (1, 'a')").await,
+        "reader INSERT",
+    );
+    assert_eq!(
+        m,
+        "INSERT needs the writer role; this user has the reader role"
+    );
+    assert_eq!(
+        try_update(&mut c, &writer, "INSERT INTO r VALUES (1, 'a')")
+            .await
+            .unwrap(),
+        1
+    );
+    try_update(&mut c, &writer, "UPDATE r SET v = 'b' WHERE id = 1")
+        .await
+        .unwrap();
+    for sql in [
+        "CREATE TABLE r2 (id BIGINT)",
+        "ALTER TABLE r ADD COLUMN w INT",
+        "DROP TABLE r",
+        "CALL sys.compact('default.r')",
+    ] {
+        let m = denied(try_update(&mut c, &writer, sql).await, sql);
+        assert!(m.contains("needs the admin role"), "{sql}: {m}");
+    }
+    let rows = jdbc_query(&mut c, &reader, "SELECT v FROM r").await;
+    assert_eq!(strings(&rows, 0), vec!["b"]);
+    // Actions: reading ones for everyone, the others for admins.
+    let info = TableInfoRequest { table: "r".into() }.encode_to_vec();
+    assert!(action(&mut c, &reader, "tidelake.table_info", info)
+        .await
+        .is_ok());
+    let compact = CompactRequest {
+        table: "r".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let e = action(&mut c, &writer, "tidelake.compact", compact.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e}");
+    assert_eq!(
+        e.message(),
+        "tidelake.compact needs the admin role; this user has the writer role"
+    );
+    assert!(action(&mut c, &admin, "tidelake.compact", compact)
+        .await
+        .is_ok());
+    // Bulk ingest: appending is writing, creating a table is administering.
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("v", DataType::Utf8, true),
+    ]);
+    let batch = RecordBatch::try_new(
+        std::sync::Arc::new(schema.clone()),
+        vec![
+            std::sync::Arc::new(arrow::array::Int64Array::from(vec![2])),
+            std::sync::Arc::new(arrow::array::StringArray::from(vec!["c"])),
+        ],
+    )
+    .unwrap();
+    let ingest = |table: &str, create: bool| {
+        use arrow_flight::sql::{TableExistsOption, TableNotExistOption};
+        cmd(arrow_flight::sql::CommandStatementIngest {
+            table_definition_options: Some(arrow_flight::sql::TableDefinitionOptions {
+                if_not_exist: if create {
+                    TableNotExistOption::Create
+                } else {
+                    TableNotExistOption::Fail
+                } as i32,
+                if_exists: TableExistsOption::Append as i32,
+            }),
+            table: table.to_string(),
+            ..Default::default()
+        })
+    };
+    let e = put(
+        &mut c,
+        &writer,
+        ingest("fresh", true),
+        schema.clone(),
+        vec![batch.clone()],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e}");
+    let e = put(
+        &mut c,
+        &reader,
+        ingest("r", false),
+        schema.clone(),
+        vec![batch.clone()],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e}");
+    put(&mut c, &writer, ingest("r", false), schema, vec![batch])
+        .await
+        .unwrap();
+    let rows = jdbc_query(&mut c, &reader, "SELECT id FROM r ORDER BY id").await;
+    assert_eq!(strings(&rows, 0), vec!["1", "2"]);
+    // Nothing a refused call asked for happened.
+    let tables = jdbc_query(&mut c, &reader, "SHOW TABLES").await;
+    let last = tables[0].num_columns() - 1;
+    let names = strings(&tables, last);
+    assert!(names.iter().any(|n| n == "r"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n == "fresh" || n == "r2"),
+        "{names:?}"
+    );
 }
