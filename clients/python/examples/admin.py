@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Calls every administrative action of a tidelake server on a small table: table info, compaction,
-tags, rollback, snapshot expiry, orphan-file listing and ALTER TABLE.
+"""Calls every administrative action of a tidelake server on a small table: table info, compaction
+(with progress), tags, rollback, snapshot expiry, orphan-file listing and ALTER TABLE.
 
     python examples/admin.py                      # works in database example_admin
     python examples/admin.py --database scratch
@@ -48,8 +48,14 @@ def main(argv=None):
         for b in info["buckets"]:
             print(f"  bucket {b['bucket']}: {b['files']} files in {b['sorted_runs']} sorted runs, {b['rows']} rows")
 
-        print("compact:", admin.compact(t, full=True))
+        # A long operation (compact, expire_snapshots, remove_orphan_files) reports its progress to
+        # a callback; returning False from it would cancel the operation (CancelledError).
+        reports = []
+        print("compact:", admin.compact(t, full=True, progress=reports.append))
+        last = reports[-1]
+        print(f"  last progress report: {last.phase} {last.done}/{last.total}, {last.files} file(s) written")
         print("  sorted runs after:", [b["sorted_runs"] for b in admin.table_info(t)["buckets"]])
+        print("  operations running now:", [(o.action, o.table) for o in admin.list_operations()])
 
         print("create_tag:", admin.create_tag(t, "after-two", snapshot_id=2))
         print("list_tags:", admin.list_tags(t))

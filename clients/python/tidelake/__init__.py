@@ -28,7 +28,12 @@ A plain ADBC DB-API connection (needs ``adbc-driver-flightsql``)::
 
 Administration (Flight actions ``tidelake.*``): ``tidelake.admin.Admin(location, user=, password=)``
 (or ``Client.admin``) with ``compact``, ``expire_snapshots``, ``remove_orphan_files``,
-``create_tag``, ``delete_tag``, ``list_tags``, ``rollback``, ``alter_table`` and ``table_info``.
+``create_tag``, ``delete_tag``, ``list_tags``, ``rollback``, ``alter_table``, ``table_info``,
+``list_operations`` and ``cancel``. The long ones take ``progress=``, a callable that gets each
+:class:`OperationProgress` and cancels the operation by returning ``False`` (the call then raises
+:class:`CancelledError`)::
+
+    tl.admin.compact("shop.orders", full=True, progress=lambda p: print(p.phase, p.done, p.total))
 
 Errors of ``Client`` are the classes of :mod:`tidelake.errors` (``NotFoundError``,
 ``AlreadyExistsError``, ``InvalidArgumentError``, ...), which are also the pyarrow or ADBC exception
@@ -46,8 +51,10 @@ from .protocol import (
 )
 from .subscription import ROW_KIND_COLUMN, ChangelogEvent, ResumeError, Subscription, is_transient, subscribe
 from .client import ROW_KINDS, Client
+from .admin import OperationInfo, OperationProgress
 from .errors import (
     AlreadyExistsError,
+    CancelledError,
     ConflictError,
     Error,
     InternalError,
@@ -68,7 +75,7 @@ __all__ = [
     "connect", "decode_progress", "decode_ticket", "encode_ticket", "is_transient", "subscribe",
     "Client", "ROW_KINDS", "Error", "NotFoundError", "AlreadyExistsError", "InvalidArgumentError",
     "OutOfRangeError", "ConflictError", "UnauthenticatedError", "PermissionDeniedError", "UnsupportedError",
-    "UnavailableError", "InternalError",
+    "UnavailableError", "InternalError", "CancelledError", "OperationProgress", "OperationInfo",
 ]
 
 

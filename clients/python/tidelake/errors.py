@@ -132,6 +132,8 @@ _FLIGHT_PHRASES = {
     "timed out": "DEADLINE_EXCEEDED", "cancelled": "CANCELLED", "internal": "INTERNAL", "data loss": "DATA_LOSS",
 }
 _FLIGHT_RE = re.compile(r"Flight returned ([a-z ]+?) error, with message: (.*)", re.S)
+# CANCELLED has its own wording: "Flight cancelled call, with message: <server message>".
+_FLIGHT_CANCELLED_RE = re.compile(r"Flight cancelled call, with message: (.*)", re.S)
 _DEBUG_CONTEXT_RE = re.compile(r"\. gRPC client debug context: ([A-Z_]+):", re.S)
 # ADBC: "NOT_FOUND: [FlightSQL] table 'db.t' does not exist (NotFound; Prepare)"
 _ADBC_RE = re.compile(r"^([A-Z_]+): (?:\[FlightSQL\] )?(.*?)(?: \([A-Za-z]+; [A-Za-z]+\))?$", re.S)
@@ -151,8 +153,12 @@ def classify(exc: BaseException) -> Optional[Tuple[str, str]]:
             return m.group(1), m.group(2)
         return _ADBC_STATUS.get(int(status), "UNKNOWN"), text
     m = _FLIGHT_RE.search(text)
-    if m:
-        message, code = m.group(2), _FLIGHT_PHRASES.get(m.group(1), "UNKNOWN")
+    cancelled = None if m else _FLIGHT_CANCELLED_RE.search(text)
+    if m or cancelled:
+        if m:
+            message, code = m.group(2), _FLIGHT_PHRASES.get(m.group(1), "UNKNOWN")
+        else:
+            message, code = cancelled.group(1), "CANCELLED"
         ctx = _DEBUG_CONTEXT_RE.search(message)
         if ctx:
             message = message[:ctx.start()]
