@@ -237,7 +237,15 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            // A long operation stopped by Ctrl-C exits as an interrupted command does.
+            let cancelled = e
+                .downcast_ref::<tidelake::Error>()
+                .is_some_and(|e| e.kind() == tidelake::error::ErrorKind::Cancelled);
+            if cancelled {
+                ExitCode::from(130)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -317,6 +325,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                     .into_iter()
                     .collect::<BTreeMap<_, _>>(),
                 comment,
+                column_comments: Default::default(),
             };
             catalog.create_table(&id, &def, if_not_exists).await?;
             println!("created {id}");

@@ -75,6 +75,8 @@ pub struct TableDefinition {
     pub partition_keys: Vec<String>,
     pub options: BTreeMap<String, String>,
     pub comment: Option<String>,
+    /// Column comments by column name (the fields' `description`).
+    pub column_comments: BTreeMap<String, String>,
 }
 
 impl TableDefinition {
@@ -139,7 +141,7 @@ impl TableDefinition {
                 id: i as i32,
                 name: name.clone(),
                 data_type: ty.with_nullable(nullable),
-                description: None,
+                description: self.column_comments.get(name).cloned(),
             });
         }
         for (what, keys) in [

@@ -31,15 +31,18 @@ fn bar(p: &Progress) -> String {
 }
 
 /// Runs `work` (which reports to `op`), drawing its progress until it ends; the first Ctrl-C
-/// cancels it (it stops at its next safe point), a second one is left to the default handler.
+/// cancels it (it stops at its next safe point), a second one exits at once (status 130).
 pub(crate) async fn run<T>(op: &Operation, work: impl Future<Output = T>) -> T {
     let tty = std::io::stderr().is_terminal();
     let mut rx = op.watch();
     let cancel = op.clone();
     let interrupt = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ncancelling (the operation stops at its next safe point)...");
+            eprintln!("\ncancelling (the operation stops at its next safe point; Ctrl-C again to quit now)...");
             cancel.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
         }
     });
     let draw = async {
@@ -65,8 +68,11 @@ pub(crate) async fn run<T>(op: &Operation, work: impl Future<Output = T>) -> T {
         _ = draw => unreachable!("draw never ends"),
     };
     interrupt.abort();
+    // Where it ended, whatever was drawn before.
     if tty {
         eprintln!("\r\x1b[2K{}", bar(&op.progress()));
+    } else {
+        eprintln!("{}", bar(&op.progress()));
     }
     out
 }

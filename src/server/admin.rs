@@ -63,8 +63,8 @@ pub struct Operations {
     running: Mutex<HashMap<String, Running>>,
 }
 
-/// An operation's place in [`Operations`]; dropping it (the call ended, however) cancels the
-/// operation if it still runs and unregisters it.
+/// An operation's place in [`Operations`], held by its task: the operation stays listed until
+/// it has stopped.
 struct Registration {
     ops: Arc<Operations>,
     id: String,
@@ -73,8 +73,17 @@ struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.op.cancel();
         self.ops.lock().remove(&self.id);
+    }
+}
+
+/// Held by the call: when the call ends before the operation (the caller cancelled it or went
+/// away), the operation is cancelled.
+struct CancelOnDrop(Operation);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
     }
 }
 
@@ -97,6 +106,7 @@ impl Operations {
     fn register(self: &Arc<Self>, action: &str, table: &Table, user: &str) -> Registration {
         let id = uuid::Uuid::new_v4().to_string();
         let op = Operation::new();
+        op.report_phase("starting");
         let info = OperationInfo {
             operation_id: id.clone(),
             action: action.to_string(),
@@ -174,38 +184,43 @@ async fn long_operation(
     work: Box<dyn FnOnce(Operation) -> Work + Send>,
 ) -> Result<ResultStream, Status> {
     let reg = caller.operations.register(action, table, caller.user);
-    let handle = tokio::spawn(work(reg.op.clone()));
+    let op = reg.op.clone();
+    let id = reg.id.clone();
+    let guard = CancelOnDrop(op.clone());
+    let task = work(op.clone());
+    let handle = tokio::spawn(async move {
+        let out = task.await;
+        drop(reg);
+        out
+    });
     let joined = |r: Result<Result<Vec<u8>, Status>, tokio::task::JoinError>| {
         r.map_err(|e| Status::internal(format!("operation task failed: {e}")))?
     };
     if !report {
         // Awaited here: if the caller goes away this future is dropped, and `reg` with it.
         let body = joined(handle.await)?;
-        drop(reg);
+        drop(guard);
         return Ok(stream::iter([Ok(arrow_flight::Result { body: body.into() })]).boxed());
     }
     struct State {
-        reg: Registration,
+        guard: CancelOnDrop,
+        id: String,
         handle: Option<tokio::task::JoinHandle<Result<Vec<u8>, Status>>>,
         last: Option<Progress>,
     }
     let state = State {
-        reg,
+        guard,
+        id,
         handle: Some(handle),
         last: None,
     };
     Ok(stream::unfold(state, move |mut st| async move {
         let mut handle = st.handle.take()?;
         let progress = |st: &mut State| {
-            let p = st.reg.op.progress();
+            let p = st.guard.0.progress();
             let changed = st.last.as_ref() != Some(&p);
             st.last = Some(p.clone());
-            changed.then(|| {
-                Ok(any_body(
-                    "OperationProgress",
-                    &progress_message(&st.reg.id, &p),
-                ))
-            })
+            changed.then(|| Ok(any_body("OperationProgress", &progress_message(&st.id, &p))))
         };
         if st.last.is_none() {
             // The first message names the operation at once.
@@ -351,8 +366,12 @@ pub async fn run(
         "compact" | "expire_snapshots" | "remove_orphan_files" => {
             run_long(engine, caller, name, body).await
         }
-        "list_operations" => Ok(one(caller.operations.list().encode_to_vec())),
+        "list_operations" => decode::<OperationRequest>(body, "OperationRequest")
+            .map(|_| one(caller.operations.list().encode_to_vec())),
         "cancel" => decode::<OperationRequest>(body, "OperationRequest").and_then(|req| {
+            if req.operation_id.is_empty() {
+                return Err(invalid("cancel needs an operation_id"));
+            }
             let info = caller.operations.cancel(&req.operation_id)?;
             Ok(one(OperationList {
                 operations: vec![info],

@@ -10,7 +10,15 @@
 //! ALTER TABLE t SET TBLPROPERTIES ('k' = 'v')        -- also Flink's  ALTER TABLE t SET ('k' = 'v')
 //! ALTER TABLE t RESET ('k1', 'k2')                  -- also Spark's  UNSET TBLPROPERTIES ('k')
 //! ALTER TABLE t RENAME TO t2
+//! ALTER TABLE t MODIFY [COLUMN] c BIGINT [NOT NULL] [COMMENT '...'] [FIRST | AFTER x]
+//! ALTER TABLE t CHANGE [COLUMN] a b BIGINT [NOT NULL] [COMMENT '...'] [FIRST | AFTER x]
+//! COMMENT ON COLUMN t.c IS '...' | NULL
+//! COMMENT ON TABLE t IS '...' | NULL
 //! ```
+//!
+//! `MODIFY` and `CHANGE` (MySQL's and Flink's spellings) restate a column: each part that
+//! differs from the column as it is (name, type, nullability, comment, position) becomes its
+//! own change, all in one schema version.
 
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, MySQLColumnPosition,
@@ -19,8 +27,10 @@ use datafusion::sql::sqlparser::ast::{
 
 use super::dml::{column_type, key_values};
 use super::{SqlEngine, SqlSession};
+use crate::catalog::Identifier;
 use crate::error::{invalid, Result};
 use crate::schema::change::{ColumnMove, SchemaChange};
+use datafusion::sql::sqlparser::ast::{CommentObject, DataType as SqlType, Ident, ObjectName};
 
 /// Runs one ALTER TABLE statement.
 pub(super) async fn alter_table(
@@ -140,6 +150,39 @@ pub(super) async fn alter_table(
                     other => return invalid!("ALTER COLUMN {name} {other} is not supported"),
                 }
             }
+            AlterTableOperation::ModifyColumn {
+                col_name,
+                data_type,
+                options,
+                column_position,
+            } => {
+                let table = catalog.load_table(&id).await?;
+                let restated = Restated {
+                    old_name: col_name.clone(),
+                    new_name: col_name,
+                    data_type,
+                    options,
+                    position: column_position,
+                };
+                changes.extend(restated.changes(table.schema())?);
+            }
+            AlterTableOperation::ChangeColumn {
+                old_name,
+                new_name,
+                data_type,
+                options,
+                column_position,
+            } => {
+                let table = catalog.load_table(&id).await?;
+                let restated = Restated {
+                    old_name,
+                    new_name,
+                    data_type,
+                    options,
+                    position: column_position,
+                };
+                changes.extend(restated.changes(table.schema())?);
+            }
             AlterTableOperation::SetTblProperties { table_properties } => {
                 for (key, value) in key_values(&table_properties)? {
                     changes.push(SchemaChange::SetOption { key, value });
@@ -152,6 +195,110 @@ pub(super) async fn alter_table(
         return Ok(0);
     }
     catalog.alter_table(&id, &changes).await?;
+    Ok(0)
+}
+
+/// A column restated by `MODIFY` or `CHANGE`.
+struct Restated {
+    old_name: Ident,
+    new_name: Ident,
+    data_type: SqlType,
+    options: Vec<ColumnOption>,
+    position: Option<MySQLColumnPosition>,
+}
+
+impl Restated {
+    /// The changes that turn the column as it is into the column as restated.
+    fn changes(self, schema: &crate::spec::TableSchema) -> Result<Vec<SchemaChange>> {
+        let old = self.old_name.value;
+        let Some(field) = schema.field(&old) else {
+            return invalid!("table has no column '{old}'");
+        };
+        let name = self.new_name.value;
+        let mut not_null = false;
+        let mut comment = None;
+        for o in &self.options {
+            match o {
+                ColumnOption::NotNull => not_null = true,
+                ColumnOption::Null => {}
+                ColumnOption::Comment(c) => comment = Some(c.clone()),
+                other => return invalid!("column '{name}': option '{other}' is not supported"),
+            }
+        }
+        let data_type = column_type(&name, &self.data_type, not_null)?;
+        let mut out = Vec::new();
+        if name != old {
+            out.push(SchemaChange::RenameColumn {
+                name: old.clone(),
+                new_name: name.clone(),
+            });
+        }
+        if data_type.root != field.data_type.root {
+            out.push(SchemaChange::UpdateColumnType {
+                name: name.clone(),
+                data_type,
+            });
+        }
+        if data_type.nullable != field.data_type.nullable {
+            out.push(SchemaChange::UpdateColumnNullability {
+                name: name.clone(),
+                nullable: data_type.nullable,
+            });
+        }
+        if comment.is_some() && comment != field.description {
+            out.push(SchemaChange::UpdateColumnComment {
+                name: name.clone(),
+                comment,
+            });
+        }
+        if let Some(p) = self.position {
+            out.push(SchemaChange::UpdateColumnPosition {
+                name,
+                position: match p {
+                    MySQLColumnPosition::First => ColumnMove::First,
+                    MySQLColumnPosition::After(c) => ColumnMove::After(c.value),
+                },
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// `COMMENT ON TABLE t IS '...'` and `COMMENT ON COLUMN t.c IS '...'` (`IS NULL` removes it).
+pub(super) async fn comment_on(
+    engine: &SqlEngine,
+    session: &SqlSession,
+    object: CommentObject,
+    name: &ObjectName,
+    comment: Option<String>,
+    if_exists: bool,
+) -> Result<i64> {
+    let catalog = engine.catalog();
+    let (id, change): (Identifier, SchemaChange) = match object {
+        CommentObject::Table => (
+            engine.identifier(session, name)?,
+            SchemaChange::UpdateComment { comment },
+        ),
+        CommentObject::Column => {
+            let mut parts = super::object_name_parts(name)?;
+            let Some(column) = parts.pop().filter(|_| !parts.is_empty()) else {
+                return invalid!("COMMENT ON COLUMN needs table.column, got '{name}'");
+            };
+            let table = ObjectName::from(parts.into_iter().map(Ident::new).collect::<Vec<_>>());
+            (
+                engine.identifier(session, &table)?,
+                SchemaChange::UpdateColumnComment {
+                    name: column,
+                    comment,
+                },
+            )
+        }
+        other => return invalid!("COMMENT ON {other} is not supported (only TABLE and COLUMN)"),
+    };
+    if if_exists && catalog.load_table(&id).await.is_err() {
+        return Ok(0);
+    }
+    catalog.alter_table(&id, &[change]).await?;
     Ok(0)
 }
 

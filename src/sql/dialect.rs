@@ -35,6 +35,10 @@ impl Dialect for TidelakeDialect {
     fn supports_table_versioning(&self) -> bool {
         true
     }
+    /// `COMMENT ON TABLE | COLUMN ... IS ...`.
+    fn supports_comment_on(&self) -> bool {
+        true
+    }
     fn supports_group_by_expr(&self) -> bool {
         self.inner.supports_group_by_expr()
     }

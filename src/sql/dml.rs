@@ -52,7 +52,9 @@ pub(super) fn table_definition(ct: &CreateTable) -> Result<(TableDefinition, boo
             }
         }
         let ty = column_type(&c.name.value, &c.data_type, not_null)?;
-        let _ = comment; // Column comments are not stored yet.
+        if let Some(comment) = comment {
+            def.column_comments.insert(c.name.value.clone(), comment);
+        }
         def.columns.push((c.name.value.clone(), ty));
     }
     for constraint in &ct.constraints {

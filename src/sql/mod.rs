@@ -612,6 +612,7 @@ impl SqlEngine {
             Statement::Delete(_) => (Role::Writer, "DELETE"),
             Statement::Call(_) => (Role::Admin, "CALL"),
             Statement::AlterTable(_) => (Role::Admin, "ALTER TABLE"),
+            Statement::Comment { .. } => (Role::Admin, "COMMENT ON"),
             Statement::Drop { .. } => (Role::Admin, "DROP"),
             _ => (Role::Admin, "CREATE"),
         };
@@ -684,6 +685,15 @@ impl SqlEngine {
             Statement::Delete(d) => dml::delete(self, session, d, params).await,
             Statement::Call(f) => dml::call(self, session, f).await,
             Statement::AlterTable(a) => alter::alter_table(self, session, a).await,
+            Statement::Comment {
+                object_type,
+                object_name,
+                comment,
+                if_exists,
+            } => {
+                alter::comment_on(self, session, object_type, &object_name, comment, if_exists)
+                    .await
+            }
             other => invalid!("statement not supported: {other}"),
         }
     }
@@ -790,6 +800,7 @@ fn classify(stmt: &DFStatement) -> Result<StatementKind> {
             | Statement::CreateSchema { .. }
             | Statement::CreateDatabase { .. }
             | Statement::AlterTable(_)
+            | Statement::Comment { .. }
             | Statement::Call(_) => Ok(StatementKind::Update),
             Statement::Copy { .. } => denied("COPY"),
             other => crate::error::SqlSnafu {

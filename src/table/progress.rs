@@ -87,6 +87,11 @@ impl Operation {
         Ok(())
     }
 
+    /// Names what is happening before the operation's own phases begin.
+    pub fn report_phase(&self, phase: &str) {
+        self.phase(phase, 0);
+    }
+
     /// Starts a phase of `total` units.
     pub(crate) fn phase(&self, phase: &str, total: u64) {
         self.inner.progress.send_modify(|p| {

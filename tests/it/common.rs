@@ -42,6 +42,7 @@ impl Scratch {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             comment: None,
+            column_comments: Default::default(),
         };
         self.catalog
             .create_table(&Identifier::parse(name).unwrap(), &def, false)

@@ -95,6 +95,7 @@ async fn run(ops: Vec<Op>, spill_rows: usize, buckets: i32) -> Result<(), TestCa
         .into_iter()
         .collect(),
         comment: None,
+        column_comments: Default::default(),
     };
     let table = catalog.create_table(&id, &def, false).await.unwrap();
     let opts = WriteOptions {
