@@ -74,3 +74,31 @@ def test_rust_example_follows_a_live_schema_change(server, conn, db):
     assert out.splitlines() == [
         "schema _row_kind id v w", "2 +I 2 b 7", "schema _row_kind id vv w", "3 +I 3 c 8",
     ], out
+
+
+def test_rust_quickstart_covers_sql_ingest_and_admin(server, conn):
+    """clients/rust/examples/quickstart.rs: the typed Client's SQL, ingest with row kinds, ALTER, compaction
+    with progress, tags, table info and a NotFound, each checked against the server's answers."""
+    quickstart = _example().with_name("quickstart")
+    assert quickstart.exists(), f"{quickstart} is missing: cargo build -p tidelake-client --examples"
+    env = dict(os.environ, TIDELAKE_USER=USER, TIDELAKE_PASSWORD=PASSWORD)
+    out = subprocess.run([str(quickstart), f"http://{server.host}:{server.port}", "rust_qs"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "ingested 2",
+        "applied 3",
+        "row 1 apple 4",
+        "row 3 plum 1",
+        "schema 1",
+        "compacted 1 bucket(s); progress reports: yes; last phase: committing",
+        "tag v1 -> snapshot 3",
+        "table rust_qs.items: 2 row(s) in 1 file(s)",
+        "missing table: NotFound",
+    ], out.stdout
+    # What it did is what the server holds.
+    cur = conn.cursor()
+    cur.execute("SELECT id, name, qty, note FROM rust_qs.items ORDER BY id")
+    assert cur.fetchall() == [(1, "apple", 4, None), (3, "plum", 1, None)]
+    cur.execute('SELECT tag_name, snapshot_id FROM rust_qs."items$tags"')
+    assert cur.fetchall() == [("v1", 3)]

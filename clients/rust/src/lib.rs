@@ -1,11 +1,17 @@
-//! A Rust client for tidelake's changelog subscriptions (`proto/tidelake.proto`, whose messages
-//! are declared here once; the server uses these declarations too): open a DoGet
+//! A Rust client for tidelake: [`Client`] runs SQL, bulk ingest (with row kinds) and every
+//! administrative action; [`Subscriber`] follows changelogs. The messages of
+//! `proto/tidelake.proto` are declared here once; the server uses these declarations too.
+//!
+//! Subscriptions: open a DoGet
 //! with a `ChangelogTicket` and receive the table's changes batch by batch, each with the snapshot
 //! it belongs to. [`Subscriber`] reconnects after transport failures and resumes after the last
 //! completed snapshot (skipping rows of a snapshot it had partly delivered), so nothing is lost
 //! or repeated.
 
 use std::time::Duration;
+
+pub mod client;
+pub use client::{Client, IngestMode, IngestOptions};
 
 use arrow_array::RecordBatch;
 use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
@@ -101,6 +107,9 @@ pub fn encode_ticket(t: &ChangelogTicket) -> Vec<u8> {
     }
     .encode_to_vec()
 }
+
+/// The first column of change rows: `+I`, `-U`, `+U` or `-D`.
+pub const ROW_KIND_COLUMN: &str = "_row_kind";
 
 /// Errors of this client.
 #[derive(Debug)]
