@@ -171,7 +171,9 @@ fn any_body(name: &str, message: &impl Message) -> arrow_flight::Result {
     }
 }
 
-type Work = BoxFuture<'static, Result<Vec<u8>, Status>>;
+/// A long operation's running body, and the body given its [`Operation`].
+type Task = BoxFuture<'static, Result<Vec<u8>, Status>>;
+type Work = Box<dyn FnOnce(Operation) -> Task + Send>;
 
 /// Runs `work` as a registered operation: its one result, or (with `report`) its progress then
 /// its result, `Any`-wrapped with `result_name`.
@@ -181,7 +183,7 @@ async fn long_operation(
     table: &Table,
     report: bool,
     result_name: &'static str,
-    work: Box<dyn FnOnce(Operation) -> Work + Send>,
+    work: Work,
 ) -> Result<ResultStream, Status> {
     let reg = caller.operations.register(action, table, caller.user);
     let op = reg.op.clone();
@@ -395,13 +397,14 @@ async fn run_long(
         async move { catalog.load_table(&id?).await.map_err(to_status) }
     };
     let action = format!("tidelake.{name}");
-    match name {
+    // Each arm loads its table and packs the work; one call below runs it.
+    let (table, report, result, work): (Table, bool, &'static str, Work) = match name {
         "compact" => {
             let req: CompactRequest = decode(body, "CompactRequest")?;
             let table = load(&req.table).await?;
             let filter = partition_filter(&table, &req)?;
             let (t, full) = (table.clone(), req.full);
-            let work = move |op: Operation| -> Work {
+            let work: Work = Box::new(move |op: Operation| -> Task {
                 Box::pin(async move {
                     let r = t.compact_with(full, filter, &op).await.map_err(to_status)?;
                     Ok(CompactResult {
@@ -412,17 +415,8 @@ async fn run_long(
                     }
                     .encode_to_vec())
                 })
-            };
-            let work = Box::new(work);
-            long_operation(
-                caller,
-                &action,
-                &table,
-                req.report_progress,
-                "CompactResult",
-                work,
-            )
-            .await
+            });
+            (table, req.report_progress, "CompactResult", work)
         }
         "expire_snapshots" => {
             let req: ExpireSnapshotsRequest = decode(body, "ExpireSnapshotsRequest")?;
@@ -438,46 +432,29 @@ async fn run_long(
                 r.time_retained_millis = duration(v)?;
             }
             let t = table.clone();
-            let work = move |op: Operation| -> Work {
+            let work: Work = Box::new(move |op: Operation| -> Task {
                 Box::pin(async move {
                     let report = t.expire_snapshots_with(Some(r), &op).await;
                     Ok(cleanup(report.map_err(to_status)?))
                 })
-            };
-            let work = Box::new(work);
-            long_operation(
-                caller,
-                &action,
-                &table,
-                req.report_progress,
-                "CleanupResult",
-                work,
-            )
-            .await
+            });
+            (table, req.report_progress, "CleanupResult", work)
         }
         _ => {
             let req: RemoveOrphanFilesRequest = decode(body, "RemoveOrphanFilesRequest")?;
             let table = load(&req.table).await?;
             let older_than = now_millis() - duration(req.older_than.as_deref().unwrap_or("1 d"))?;
             let (t, dry_run) = (table.clone(), !req.delete);
-            let work = move |op: Operation| -> Work {
+            let work: Work = Box::new(move |op: Operation| -> Task {
                 Box::pin(async move {
                     let report = t.remove_orphan_files_with(older_than, dry_run, &op).await;
                     Ok(cleanup(report.map_err(to_status)?))
                 })
-            };
-            let work = Box::new(work);
-            long_operation(
-                caller,
-                &action,
-                &table,
-                req.report_progress,
-                "CleanupResult",
-                work,
-            )
-            .await
+            });
+            (table, req.report_progress, "CleanupResult", work)
         }
-    }
+    };
+    long_operation(caller, &action, &table, report, result, work).await
 }
 
 /// A compact request's `key=value` partitions as a partition filter of `table`.

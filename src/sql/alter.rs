@@ -45,6 +45,22 @@ pub(super) async fn alter_table(
     }
     let mut changes = Vec::new();
     for op in alter.operations {
+        // MODIFY c ... is CHANGE c c ...
+        let op = match op {
+            AlterTableOperation::ModifyColumn {
+                col_name,
+                data_type,
+                options,
+                column_position,
+            } => AlterTableOperation::ChangeColumn {
+                old_name: col_name.clone(),
+                new_name: col_name,
+                data_type,
+                options,
+                column_position,
+            },
+            other => other,
+        };
         match op {
             AlterTableOperation::RenameTable { table_name } => {
                 let (RenameTableNameKind::To(to) | RenameTableNameKind::As(to)) = table_name;
@@ -149,22 +165,6 @@ pub(super) async fn alter_table(
                     }
                     other => return invalid!("ALTER COLUMN {name} {other} is not supported"),
                 }
-            }
-            AlterTableOperation::ModifyColumn {
-                col_name,
-                data_type,
-                options,
-                column_position,
-            } => {
-                let table = catalog.load_table(&id).await?;
-                let restated = Restated {
-                    old_name: col_name.clone(),
-                    new_name: col_name,
-                    data_type,
-                    options,
-                    position: column_position,
-                };
-                changes.extend(restated.changes(table.schema())?);
             }
             AlterTableOperation::ChangeColumn {
                 old_name,

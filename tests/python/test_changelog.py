@@ -374,7 +374,12 @@ def test_ticket_and_progress_encoding():
     assert (t.table, t.start, t.snapshot_id, t.consumer_id, t.columns, t.filter, t.heartbeat_millis,
             t.end_snapshot_id) == ("db.t", "from-snapshot", 5, "c", ["id", "v"], "id > 1", 100, 9)
     # ChangelogTicket{table = "x", start = FROM_SNAPSHOT (3), snapshot_id = 300}, defaults omitted
-    assert b"\x12\x08\x0a\x01x\x10\x03\x18\xac\x02" in encode_ticket("x", "FROM_SNAPSHOT", snapshot_id=300)
+    assert b"\x12\x08\x0a\x01x\x10\x03\x18\xac\x02" in encode_ticket("x", "FROM_SNAPSHOT", snapshot_id=300,
+                                                                   schema_change="schema-message")
+    # The Python client's default asks for END_STREAM (schema_change = 11: 1), which pyarrow can follow.
+    b = encode_ticket("x", "FROM_SNAPSHOT", snapshot_id=300)
+    assert b.endswith(b"\x12\x0a\x0a\x01x\x10\x03\x18\xac\x02\x58\x01")
+    assert tidelake.decode_ticket(b).schema_change == "end-stream"
     assert tidelake.decode_progress(b"\x08\x07\x10\x01\x18\x01") == tidelake.ChangelogProgress(7, True, True)
     assert tidelake.decode_progress(b"") == tidelake.ChangelogProgress(0, False, False)
     assert tidelake.decode_progress(pa.py_buffer(b"\x08\x96\x01")) == tidelake.ChangelogProgress(150)
