@@ -185,6 +185,22 @@ enum Command {
         #[arg(long)]
         older_than: Option<String>,
     },
+    /// Expire long-lived changelogs (a decoupled changelog lifecycle); unset limits keep all.
+    ExpireChangelogs {
+        table: String,
+        #[arg(long)]
+        retain_max: Option<i64>,
+        #[arg(long)]
+        retain_min: Option<i64>,
+        /// e.g. `1 h`: younger changelogs are kept.
+        #[arg(long)]
+        older_than: Option<String>,
+        #[arg(long)]
+        max_deletes: Option<i64>,
+        /// Remove every long-lived changelog.
+        #[arg(long)]
+        delete_all: bool,
+    },
     /// Create, list or delete tags.
     Tag {
         #[command(subcommand)]
@@ -510,6 +526,40 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 ),
                 None => println!("{id} needs no compaction"),
             }
+        }
+        Command::ExpireChangelogs {
+            table,
+            retain_max,
+            retain_min,
+            older_than,
+            max_deletes,
+            delete_all,
+        } => {
+            let t = open()?.load_table(&Identifier::parse(&table)?).await?;
+            let older_than = match older_than {
+                Some(v) => {
+                    Some(parse_duration_millis(&v).ok_or(format!("invalid duration '{v}'"))?)
+                }
+                None => None,
+            };
+            let op = tidelake::table::progress::Operation::new();
+            let report = if delete_all {
+                cli::progress::run(&op, t.expire_all_changelogs_with(&op)).await?
+            } else {
+                let r = tidelake::table::changelog_lifecycle::ChangelogRetention::from_arguments(
+                    retain_max,
+                    retain_min,
+                    older_than,
+                    max_deletes,
+                );
+                cli::progress::run(&op, t.expire_changelogs_with(r, &op)).await?
+            };
+            println!(
+                "expired {} changelog(s) {:?}, deleted {} file(s)",
+                report.snapshots.len(),
+                report.snapshots,
+                report.files.len()
+            );
         }
         Command::Expire {
             table,

@@ -17,14 +17,16 @@ use futures::stream::{self, BoxStream, StreamExt};
 use prost::Message;
 use tidelake_client::admin::{
     type_url, AlterTableRequest, BucketInfo, CleanupResult, CompactRequest, CompactResult,
-    ExpireSnapshotsRequest, OperationInfo, OperationList, OperationProgress, OperationRequest,
-    RemoveOrphanFilesRequest, TableInfo, TableInfoRequest, Tag, TagList, TagRequest,
+    ExpireChangelogsRequest, ExpireSnapshotsRequest, OperationInfo, OperationList,
+    OperationProgress, OperationRequest, RemoveOrphanFilesRequest, TableInfo, TableInfoRequest,
+    Tag, TagList, TagRequest,
 };
 use tonic::Status;
 
 use super::status::{invalid, to_status};
 use crate::catalog::{now_millis, Identifier};
 use crate::sql::{Role, SqlEngine, SqlSession};
+use crate::table::changelog_lifecycle::ChangelogRetention;
 use crate::table::lifecycle::{parse_duration_millis, CleanupReport, RollbackTarget};
 use crate::table::progress::{Operation, Progress};
 use crate::table::Table;
@@ -39,6 +41,7 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 pub const ADMIN_ACTIONS: &[(&str, &str)] = &[
     ("tidelake.compact", "CompactRequest -> CompactResult: compact a table's buckets (full: everything into the max level)"),
     ("tidelake.expire_snapshots", "ExpireSnapshotsRequest -> CleanupResult: expire snapshots by count and age"),
+    ("tidelake.expire_changelogs", "ExpireChangelogsRequest -> CleanupResult: expire long-lived changelogs (decoupled changelog lifecycle) by count and age, or all"),
     ("tidelake.remove_orphan_files", "RemoveOrphanFilesRequest -> CleanupResult: list (or, with delete, remove) files no snapshot or tag uses"),
     ("tidelake.create_tag", "TagRequest -> TagList: tag a snapshot (default: the latest)"),
     ("tidelake.delete_tag", "TagRequest -> CleanupResult: delete a tag and the files only it kept"),
@@ -365,7 +368,7 @@ pub async fn run(
         stream::iter([Ok(arrow_flight::Result { body: body.into() })]).boxed()
     };
     Some(match name {
-        "compact" | "expire_snapshots" | "remove_orphan_files" => {
+        "compact" | "expire_snapshots" | "expire_changelogs" | "remove_orphan_files" => {
             run_long(engine, caller, name, body).await
         }
         "list_operations" => decode::<OperationRequest>(body, "OperationRequest")
@@ -435,6 +438,29 @@ async fn run_long(
             let work: Work = Box::new(move |op: Operation| -> Task {
                 Box::pin(async move {
                     let report = t.expire_snapshots_with(Some(r), &op).await;
+                    Ok(cleanup(report.map_err(to_status)?))
+                })
+            });
+            (table, req.report_progress, "CleanupResult", work)
+        }
+        "expire_changelogs" => {
+            let req: ExpireChangelogsRequest = decode(body, "ExpireChangelogsRequest")?;
+            let table = load(&req.table).await?;
+            let older_than = req.older_than.as_deref().map(duration).transpose()?;
+            let r = ChangelogRetention::from_arguments(
+                req.retain_max,
+                req.retain_min,
+                older_than,
+                req.max_deletes,
+            );
+            let (t, all) = (table.clone(), req.delete_all);
+            let work: Work = Box::new(move |op: Operation| -> Task {
+                Box::pin(async move {
+                    let report = if all {
+                        t.expire_all_changelogs_with(&op).await
+                    } else {
+                        t.expire_changelogs_with(r, &op).await
+                    };
                     Ok(cleanup(report.map_err(to_status)?))
                 })
             });

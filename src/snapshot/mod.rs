@@ -1,5 +1,7 @@
 //! The snapshot manager: `snapshot/snapshot-N` files of one table and the `LATEST` / `EARLIEST`
-//! hints.
+//! hints. The same manager, over `changelog/changelog-N`, keeps the long-lived changelogs of a
+//! decoupled changelog lifecycle (Paimon's `ChangelogManager`: expired snapshots' metadata kept
+//! for their changelog files, in the snapshot's JSON).
 //!
 //! Hints are only hints (pypaimon never writes `EARLIEST`; a crash can leave `LATEST` stale): the
 //! latest id is the hint's value only if `snapshot-(hint+1)` does not exist, otherwise the directory
@@ -20,6 +22,8 @@ use crate::spec::Snapshot;
 pub struct SnapshotManager {
     io: FileIo,
     table_path: String,
+    /// `snapshot` or `changelog`: the directory, and the file prefix with a `-`.
+    kind: &'static str,
 }
 
 impl SnapshotManager {
@@ -27,20 +31,39 @@ impl SnapshotManager {
         Self {
             io,
             table_path: table_path.into(),
+            kind: "snapshot",
+        }
+    }
+
+    /// The manager of a table's long-lived changelogs (`changelog/changelog-N`).
+    pub fn changelogs(io: FileIo, table_path: impl Into<String>) -> Self {
+        Self {
+            io,
+            table_path: table_path.into(),
+            kind: "changelog",
         }
     }
 
     fn dir(&self) -> String {
-        format!("{}/snapshot", self.table_path)
+        format!("{}/{}", self.table_path, self.kind)
     }
 
     pub fn snapshot_path(&self, id: i64) -> String {
-        format!("{}/snapshot/snapshot-{id}", self.table_path)
+        format!("{}/{}/{}-{id}", self.table_path, self.kind, self.kind)
     }
 
     /// Snapshot ids present, sorted numerically (`snapshot-10` after `snapshot-9`).
     pub async fn list_ids(&self) -> Result<Vec<i64>> {
-        self.io.list_numbered(&self.dir(), "snapshot-").await
+        self.io
+            .list_numbered(&self.dir(), &format!("{}-", self.kind))
+            .await
+    }
+
+    /// Writes (or rewrites) long-lived changelog `s` (its snapshot's JSON).
+    pub async fn write_changelog(&self, s: &Snapshot) -> Result<()> {
+        let path = self.snapshot_path(s.id);
+        let json = serde_json::to_vec_pretty(s).context(JsonSnafu { path: &path })?;
+        self.io.write(&path, Bytes::from(json)).await
     }
 
     async fn read_hint(&self, name: &str) -> Option<i64> {
@@ -92,11 +115,11 @@ impl SnapshotManager {
             None => {
                 let ids = self.list_ids().await?;
                 let range = match (ids.first(), ids.last()) {
-                    (Some(a), Some(b)) => format!("snapshots {a}..={b} exist"),
-                    _ => "the table has no snapshots".to_string(),
+                    (Some(a), Some(b)) => format!("{}s {a}..={b} exist", self.kind),
+                    _ => format!("the table has no {}s", self.kind),
                 };
                 NotFoundSnafu {
-                    message: format!("snapshot {id} not found at {path} ({range})"),
+                    message: format!("{} {id} not found at {path} ({range})", self.kind),
                 }
                 .fail()
             }

@@ -113,7 +113,13 @@ impl TableProvider for ChangelogProvider {
         _limit: Option<usize>,
     ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
         let sm = self.table.snapshot_manager();
-        let earliest = sm.earliest_id().await.map_err(df_err)?.unwrap_or(1);
+        // Long-lived changelogs (a decoupled lifecycle) reach below the earliest snapshot.
+        let earliest = self
+            .table
+            .earliest_readable_id()
+            .await
+            .map_err(df_err)?
+            .unwrap_or(1);
         let latest = sm.latest_id().await.map_err(df_err)?.unwrap_or(0);
         let (lo, hi) = snapshot_bounds(filters);
         let from = lo.unwrap_or(earliest).max(earliest);
@@ -187,8 +193,7 @@ impl PartitionStream for ChangelogPartition {
             .then(move |id| {
                 let reader = reader.clone();
                 async move {
-                    let sm = reader.table().snapshot_manager();
-                    let changes = match sm.try_snapshot(id).await {
+                    let changes = match reader.table().snapshot_or_changelog(id).await {
                         Ok(Some(s)) => reader.changes(&s).await,
                         // Expired since planning: nothing to read.
                         Ok(None) => Ok(stream::empty().boxed()),

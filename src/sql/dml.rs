@@ -668,6 +668,49 @@ pub(super) async fn call(
             }
             return Ok(table.expire_snapshots(Some(r)).await?.snapshots.len() as i64);
         }
+        "expire_changelogs" => {
+            // (table, retain_max, retain_min, older_than, max_deletes, delete_all), as Paimon's
+            // procedure (older_than is a duration here, as for expire_snapshots).
+            let num = |i: usize, what: &str| -> Result<Option<i64>> {
+                match args.get(i).cloned().flatten() {
+                    None => Ok(None),
+                    Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
+                        crate::error::InvalidArgumentSnafu {
+                            message: format!("sys.expire_changelogs: {what} '{v}' is not a number"),
+                        }
+                        .build()
+                    }),
+                }
+            };
+            let older_than = match args.get(3).cloned().flatten() {
+                None => None,
+                Some(v) => Some(crate::table::lifecycle::parse_duration_millis(&v).ok_or_else(
+                    || {
+                        crate::error::InvalidArgumentSnafu {
+                            message: format!("sys.expire_changelogs: invalid duration '{v}'"),
+                        }
+                        .build()
+                    },
+                )?),
+            };
+            let delete_all = matches!(
+                args.get(5).cloned().flatten().as_deref().map(str::to_ascii_lowercase).as_deref(),
+                Some("true")
+            );
+            let op = crate::table::progress::Operation::new();
+            let report = if delete_all {
+                table.expire_all_changelogs_with(&op).await?
+            } else {
+                let r = crate::table::changelog_lifecycle::ChangelogRetention::from_arguments(
+                    num(1, "retain_max")?,
+                    num(2, "retain_min")?,
+                    older_than,
+                    num(4, "max_deletes")?,
+                );
+                table.expire_changelogs_with(r, &op).await?
+            };
+            return Ok(report.snapshots.len() as i64);
+        }
         "remove_orphan_files" => {
             // (table, older_than = '1 d', dry_run = true)
             let age = args.get(1).cloned().flatten().unwrap_or_else(|| "1 d".into());

@@ -198,7 +198,7 @@ impl ChangelogReader {
             }
         }
         let latest = sm.latest_id().await?;
-        let earliest = sm.earliest_id().await?;
+        let earliest = self.table.earliest_readable_id().await?;
         let pos = match opts.start {
             StartMode::Latest => StartPosition {
                 full: None,
@@ -272,9 +272,8 @@ impl ChangelogReader {
 
     /// Fails when snapshot `id` has expired, naming the earliest one available.
     async fn check_retained(&self, id: i64) -> Result<()> {
-        let sm = self.table.snapshot_manager();
-        if let Some(earliest) = sm.earliest_id().await? {
-            if id < earliest && sm.try_snapshot(id).await?.is_none() {
+        if let Some(earliest) = self.table.earliest_readable_id().await? {
+            if id < earliest && self.table.snapshot_or_changelog(id).await?.is_none() {
                 return OutOfRangeSnafu {
                     message: format!(
                         "snapshot {id} of table {} has expired; the earliest available snapshot is {earliest}",
@@ -537,7 +536,6 @@ async fn follow(
 ) -> Result<()> {
     let mut reader = reader;
     let table = reader.table().clone();
-    let sm = table.snapshot_manager();
     let consumers = &table.consumer_manager();
     let mut commits = COMMITS.subscribe();
     let closed = || {
@@ -589,7 +587,7 @@ async fn follow(
         }
         // Mark what has been seen before looking, so a commit in between still wakes the wait.
         commits.borrow_and_update();
-        match sm.try_snapshot(next).await? {
+        match table.snapshot_or_changelog(next).await? {
             Some(s) => {
                 if opts.end_timestamp_millis.is_some_and(|t| s.time_millis > t) {
                     return Ok(());
@@ -643,10 +641,10 @@ pub async fn collect_range(
     to: i64,
 ) -> Result<Vec<(i64, RecordBatch)>> {
     let reader = ChangelogReader::new(table, projection)?;
-    let sm = reader.table().snapshot_manager();
+    let table = reader.table().clone();
     let mut out = Vec::new();
     for id in from..=to {
-        let Some(s) = sm.try_snapshot(id).await? else {
+        let Some(s) = table.snapshot_or_changelog(id).await? else {
             continue;
         };
         let mut rows = reader.changes(&s).await?;

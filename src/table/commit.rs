@@ -181,6 +181,13 @@ impl TableCommit {
             if let Err(e) = self.table.expire_snapshots(None).await {
                 tracing::warn!(table = %self.table.identifier(), error = %e, "snapshot expiry failed");
             }
+            let changelogs = self.table.changelog_retention();
+            if changelogs.decoupled {
+                let op = super::progress::Operation::new();
+                if let Err(e) = self.table.expire_changelogs_with(changelogs, &op).await {
+                    tracing::warn!(table = %self.table.identifier(), error = %e, "changelog expiry failed");
+                }
+            }
         }
         Ok(outcome)
     }

@@ -11,8 +11,8 @@ use crate::catalog::now_millis;
 use crate::error::{invalid, ErrorKind, NotFoundSnafu, Result};
 use crate::snapshot::expire::{expire_until, Retention};
 use crate::snapshot::tag::TagManager;
-use crate::spec::manifest::{FileKind, ManifestEntry};
-use crate::spec::Snapshot;
+use crate::spec::manifest::{FileKind, FileSource, ManifestEntry};
+use crate::spec::{ChangelogProducer, Snapshot};
 
 /// What an expiry, rollback or orphan removal did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub fn parse_duration_millis(v: &str) -> Option<i64> {
 }
 
 impl Table {
-    fn tag_manager(&self) -> TagManager {
+    pub(crate) fn tag_manager(&self) -> TagManager {
         TagManager::new(self.io().clone(), self.path())
     }
 
@@ -77,7 +77,7 @@ impl Table {
         crate::snapshot::consumer::ConsumerManager::new(self.io().clone(), self.path())
     }
 
-    async fn min_consumer(&self) -> Result<Option<i64>> {
+    pub(crate) async fn min_consumer(&self) -> Result<Option<i64>> {
         let expiration = self
             .options()
             .get("consumer.expiration-time")
@@ -88,7 +88,7 @@ impl Table {
     }
 
     /// Data files a snapshot can read (partition, bucket, name) and the manifest files it uses.
-    async fn references(
+    pub(crate) async fn references(
         &self,
         s: &Snapshot,
     ) -> Result<(HashSet<(Vec<u8>, i32, String)>, HashSet<String>)> {
@@ -159,6 +159,10 @@ impl Table {
         op: &Operation,
     ) -> Result<CleanupReport> {
         let what = format!("snapshot expiry of {}", self.identifier());
+        // Paimon's expire_snapshots procedures never keep changelogs; the table's own expiry does
+        // when its changelog retention outlasts its snapshot retention.
+        let decoupled = retention.is_none() && self.changelog_retention().decoupled;
+        let produces = self.layout()?.changelog_producer != ChangelogProducer::None;
         let retention = retention.unwrap_or_else(|| self.retention());
         let sm = self.snapshot_manager();
         let mut report = CleanupReport::default();
@@ -227,7 +231,11 @@ impl Table {
             };
             for e in mm.read_entries_of_list(&s.delta_manifest_list).await? {
                 let key = (e.partition.clone(), e.bucket, e.file.file_name.clone());
+                // Kept changelogs of a table without a producer are its appended files.
+                let append = FileSource::Append as i32;
+                let appended = e.file.file_source.unwrap_or(append) == append;
                 match e.kind {
+                    FileKind::Delete if decoupled && !produces && appended => {}
                     FileKind::Delete => {
                         doomed.insert(key);
                     }
@@ -239,8 +247,8 @@ impl Table {
         }
         let live_in_end: HashSet<_> = self.references(&end_snapshot).await?.0;
         doomed.retain(|k| !tag_files.contains(k) && !live_in_end.contains(k));
-        // Changelog files belong to their snapshot alone: they go with it.
-        for id in earliest..end {
+        // Changelog files belong to their snapshot alone: they go with it, unless they outlive it.
+        for id in (earliest..end).filter(|_| !decoupled) {
             if let Some(list) = snapshots
                 .get(&id)
                 .and_then(|s| s.changelog_manifest_list.clone())
@@ -251,6 +259,26 @@ impl Table {
             }
         }
         let mut manifests = BTreeSet::new();
+        // Kept changelogs keep their changelog manifests, and without a producer their data
+        // manifests (which list the appended files) too.
+        if decoupled {
+            for id in earliest..end {
+                let Some(s) = snapshots.get(&id) else {
+                    continue;
+                };
+                let lists = if produces {
+                    vec![s.changelog_manifest_list.as_ref()]
+                } else {
+                    vec![Some(&s.base_manifest_list), Some(&s.delta_manifest_list)]
+                };
+                for list in lists.into_iter().flatten() {
+                    keep_manifests.insert(list.clone());
+                    for m in mm.read_manifest_list(list).await? {
+                        keep_manifests.insert(m.file_name);
+                    }
+                }
+            }
+        }
         for id in earliest..end {
             let s = match snapshots.get(&id) {
                 Some(s) => s.clone(),
@@ -271,7 +299,14 @@ impl Table {
             report.files.push(path);
             op.advance(1, 0);
         }
+        let changelogs = self.changelog_manager();
         for id in earliest..end {
+            if decoupled {
+                if let Some(s) = snapshots.get(&id) {
+                    changelogs.write_changelog(s).await?;
+                    changelogs.write_latest_hint(id).await;
+                }
+            }
             sm.delete(id).await?;
             report.snapshots.push(id);
             op.advance(1, 0);
@@ -468,6 +503,17 @@ impl Table {
             }
         }
         snapshots.extend(self.tag_manager().list().await?.into_iter().map(|(_, s)| s));
+        // Long-lived changelogs hold their manifests and files like snapshots (the data lists
+        // of a changelog with a producer went with its snapshot: missing is fine there).
+        let cm = self.changelog_manager();
+        let mut changelog_lists = HashSet::new();
+        for id in cm.list_ids().await? {
+            if let Some(c) = cm.try_snapshot(id).await? {
+                changelog_lists.insert(c.base_manifest_list.clone());
+                changelog_lists.insert(c.delta_manifest_list.clone());
+                snapshots.push(c);
+            }
+        }
         let mut used_manifests: HashSet<String> = HashSet::new();
         let mut lists = Vec::new();
         for s in &snapshots {
@@ -489,6 +535,9 @@ impl Table {
         for l in &lists {
             op.check(&what)?;
             op.advance(0, 0);
+            if changelog_lists.contains(l) && !self.io().exists(&mm.path(l)).await? {
+                continue;
+            }
             for m in mm.read_manifest_list(l).await? {
                 if used_manifests.insert(m.file_name.clone()) {
                     manifests.push(m.file_name);
@@ -531,6 +580,7 @@ impl Table {
             let top = rel.split('/').next().unwrap_or("");
             let orphan = match top {
                 "schema" | "tag" | "consumer" | "branch" | "index" | "statistics" => false,
+                "changelog" => name.starts_with('.'),
                 "snapshot" => name.starts_with('.'),
                 "manifest" => !used_manifests.contains(name),
                 _ => {

@@ -6,6 +6,7 @@
 //! ```
 
 pub mod changelog;
+pub mod changelog_lifecycle;
 pub mod commit;
 pub mod compact;
 pub mod data_file;

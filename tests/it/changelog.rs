@@ -772,3 +772,90 @@ async fn a_subscription_announces_a_schema_change_and_follows_its_columns_by_fie
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decoupled_changelogs_outlive_snapshots_and_expire_on_their_own() {
+    use tidelake::error::ErrorKind;
+    use tidelake::table::changelog_lifecycle::ChangelogRetention;
+    use tidelake::table::progress::Operation;
+    for producer in ["input", "none"] {
+        let s = Scratch::new();
+        let table = s
+            .create(
+                "db.t",
+                "id BIGINT NOT NULL, n BIGINT, s STRING",
+                &["id"],
+                &[],
+                &[
+                    ("bucket", "1"),
+                    ("changelog-producer", producer),
+                    ("num-sorted-run.compaction-trigger", "100"),
+                    ("snapshot.num-retained.min", "1"),
+                    ("snapshot.num-retained.max", "2"),
+                    ("changelog.num-retained.max", "100"),
+                ],
+            )
+            .await;
+        assert!(table.changelog_retention().decoupled);
+        for id in 1..=6 {
+            insert_one(&table, id).await;
+        }
+        // Snapshots 5 and 6 remain; 1..4 live on as changelogs.
+        let sm = table.snapshot_manager();
+        assert_eq!(sm.list_ids().await.unwrap(), vec![5, 6], "{producer}");
+        let cm = table.changelog_manager();
+        assert_eq!(cm.list_ids().await.unwrap(), vec![1, 2, 3, 4], "{producer}");
+        let read_from = |from: i64| {
+            let table = table.clone();
+            async move {
+                let opts = StreamOptions {
+                    start: StartMode::FromSnapshot(from),
+                    end_snapshot: Some(6),
+                    ..Default::default()
+                };
+                let mut sub = Subscription::start(table, opts, Duration::from_secs(60)).await?;
+                let mut ids = Vec::new();
+                while let Some(e) = sub.next().await {
+                    if let ChangeEvent::Rows { batch, .. } = e? {
+                        for r in rows(&[batch]) {
+                            assert_eq!(r[0], Value::from("+I"));
+                            ids.push(r[1].as_i64().unwrap());
+                        }
+                    }
+                }
+                Ok::<_, tidelake::Error>(ids)
+            }
+        };
+        assert_eq!(read_from(1).await.unwrap(), (1..=6).collect::<Vec<_>>());
+        // Everything kept is referenced: no orphans.
+        let orphans = table.remove_orphan_files(i64::MAX, true).await.unwrap();
+        assert_eq!(orphans.files, Vec::<String>::new(), "{producer}");
+
+        // Keep the changelogs of the last 4 snapshot ids (3..6): 1 and 2 go.
+        let op = Operation::new();
+        let r = ChangelogRetention::from_arguments(Some(4), None, None, None);
+        let report = table.expire_changelogs_with(r, &op).await.unwrap();
+        assert_eq!(report.snapshots, vec![1, 2], "{producer}");
+        let err = read_from(1).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::OutOfRange);
+        assert!(
+            err.to_string()
+                .contains("the earliest available snapshot is 3"),
+            "{err}"
+        );
+        assert_eq!(read_from(3).await.unwrap(), vec![3, 4, 5, 6]);
+        // Nothing asked: nothing expires (Paimon's procedure defaults).
+        let none = ChangelogRetention::from_arguments(None, None, None, None);
+        let report = table.expire_changelogs_with(none, &op).await.unwrap();
+        assert!(report.snapshots.is_empty());
+        // All of them; the table still reads whole and nothing is orphaned.
+        let report = table.expire_all_changelogs_with(&op).await.unwrap();
+        assert_eq!(report.snapshots, vec![3, 4], "{producer}");
+        assert!(cm.list_ids().await.unwrap().is_empty());
+        let orphans = table.remove_orphan_files(i64::MAX, true).await.unwrap();
+        assert_eq!(orphans.files, Vec::<String>::new(), "{producer}");
+        let all = crate::common::read_rows(&table, None).await;
+        assert_eq!(all.len(), 6, "{producer}");
+        assert_eq!(read_from(5).await.unwrap(), vec![5, 6]);
+    }
+}

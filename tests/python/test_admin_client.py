@@ -52,3 +52,45 @@ def test_every_admin_action(server, conn, db):
         admin.expire_snapshots(t, older_than="soon")
     assert admin.table_info(t)["schema_id"] == 1
     admin.close()
+
+
+def test_expire_changelogs_through_every_door(server, conn, db, tmp_path):
+    """A decoupled changelog lifecycle: the Flight action (through the Admin wrapper), SQL's CALL and the
+    CLI each expire long-lived changelogs, and a subscription reads what is kept."""
+    import subprocess
+    import tidelake
+    from conftest import _binary
+    t = f"{db}.dc"
+    cur = conn.cursor()
+    cur.execute(f"CREATE TABLE {t} (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1', "
+                "'changelog-producer' = 'input', 'snapshot.num-retained.min' = '1', "
+                "'snapshot.num-retained.max' = '2', 'changelog.num-retained.max' = '100', "
+                "'num-sorted-run.compaction-trigger' = '100')")
+    for i in range(1, 8):
+        cur.execute(f"INSERT INTO {t} VALUES ({i}, 'v{i}')")
+    uri = f"grpc://{server.host}:{server.port}"
+    admin = tidelake.admin.Admin(uri, user=USER, password=PASSWORD)
+    # Snapshots 6 and 7 remain; the changelogs of 1..5 are kept and still subscribed to.
+    sub = tidelake.subscribe(uri, t, user=USER, password=PASSWORD, start="from-snapshot", snapshot_id=1,
+                             end_snapshot_id=7)
+    assert sorted(sub.read_all().column("id").to_pylist()) == list(range(1, 8))
+    assert admin.expire_changelogs(t) == {"snapshots": [], "files": []}  # no limits: keeps all
+    with pytest.raises(tidelake.InvalidArgumentError, match=r"retain_max \(1\) must not be below retain_min \(2\)"):
+        admin.expire_changelogs(t, retain_max=1, retain_min=2)
+    with pytest.raises(tidelake.NotFoundError):
+        admin.expire_changelogs(f"{db}.nope", retain_max=1)
+    reports = []
+    r = admin.expire_changelogs(t, retain_max=6, progress=reports.append)  # keeps ids 2..7
+    assert r["snapshots"] == [1] and r["files"], r
+    assert reports and reports[-1].phase == "deleting changelogs"
+    cur.execute(f"CALL sys.expire_changelogs('{t}', 5)")  # keeps 3..7
+    cur.execute(f'SELECT min(_snapshot_id) FROM {db}."dc$changelog"')
+    assert cur.fetchone()[0] == 3
+    # The CLI on the same warehouse removes the rest.
+    out = subprocess.run([str(_binary()), "--warehouse", str(server.warehouse), "expire-changelogs", t,
+                          "--delete-all"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith("expired 3 changelog(s) [3, 4, 5]"), out.stdout
+    cur.execute(f'SELECT min(_snapshot_id), count(*) FROM {db}."dc$changelog"')
+    assert cur.fetchone() == (6, 2)
+    assert admin.remove_orphan_files(t, older_than="0 ms")["files"] == []

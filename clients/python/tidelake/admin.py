@@ -318,6 +318,20 @@ class Admin:
             body += _len_field(4, older_than)
         return _cleanup(self._long("expire_snapshots", body, progress, "CleanupResult"))
 
+    def expire_changelogs(self, table: str, *, retain_max: Optional[int] = None, retain_min: Optional[int] = None,
+                          older_than: Optional[str] = None, max_deletes: Optional[int] = None,
+                          delete_all: bool = False, progress: Optional[ProgressCallback] = None) -> dict:
+        """Expires long-lived changelogs (tables whose ``changelog.num-retained.*`` /
+        ``changelog.time-retained`` outlast their snapshot retention keep expired snapshots'
+        changelogs for subscribers). Unset limits keep everything, as Paimon's procedure; counts are
+        relative to the latest snapshot. ``delete_all`` removes them all. Returns ``{'snapshots':
+        [changelog ids removed], 'files': [deleted paths]}``."""
+        body = _len_field(1, table) + _opt_int(2, retain_max) + _opt_int(3, retain_min)
+        if older_than is not None:
+            body += _len_field(4, older_than)
+        body += _opt_int(5, max_deletes) + _int_field(6, delete_all)
+        return _cleanup(self._long("expire_changelogs", body, progress, "CleanupResult"))
+
     def remove_orphan_files(self, table: str, *, older_than: Optional[str] = None, delete: bool = False,
                             progress: Optional[ProgressCallback] = None) -> dict:
         """Lists (``delete``: removes) the files older than ``older_than`` (default ``"1 d"``) that

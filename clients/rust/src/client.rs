@@ -252,6 +252,14 @@ impl Client {
         self.action("expire_snapshots", &req).await
     }
 
+    /// Expires long-lived changelogs (a decoupled changelog lifecycle); unset limits keep all.
+    pub async fn expire_changelogs(
+        &mut self,
+        req: ExpireChangelogsRequest,
+    ) -> Result<CleanupResult, Error> {
+        self.action("expire_changelogs", &req).await
+    }
+
     /// Lists (or, with `delete`, removes) files no snapshot or tag uses.
     pub async fn remove_orphan_files(
         &mut self,

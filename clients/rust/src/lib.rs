@@ -397,6 +397,28 @@ pub mod admin {
         pub report_progress: bool,
     }
 
+    /// `tidelake.ExpireChangelogsRequest` (action `tidelake.expire_changelogs`): long-lived
+    /// changelogs (a decoupled changelog lifecycle). Unset limits keep everything, as in Paimon.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ExpireChangelogsRequest {
+        #[prost(string, tag = "1")]
+        pub table: String,
+        #[prost(int64, optional, tag = "2")]
+        pub retain_max: Option<i64>,
+        #[prost(int64, optional, tag = "3")]
+        pub retain_min: Option<i64>,
+        /// A duration (`1 h`): changelogs younger than this are kept.
+        #[prost(string, optional, tag = "4")]
+        pub older_than: Option<String>,
+        #[prost(int64, optional, tag = "5")]
+        pub max_deletes: Option<i64>,
+        /// Remove every long-lived changelog (all must be older than the earliest snapshot).
+        #[prost(bool, tag = "6")]
+        pub delete_all: bool,
+        #[prost(bool, tag = "10")]
+        pub report_progress: bool,
+    }
+
     /// `tidelake.RemoveOrphanFilesRequest` (action `tidelake.remove_orphan_files`).
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct RemoveOrphanFilesRequest {
