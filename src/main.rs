@@ -543,17 +543,14 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 None => None,
             };
             let op = tidelake::table::progress::Operation::new();
-            let report = if delete_all {
-                cli::progress::run(&op, t.expire_all_changelogs_with(&op)).await?
-            } else {
-                let r = tidelake::table::changelog_lifecycle::ChangelogRetention::from_arguments(
-                    retain_max,
-                    retain_min,
-                    older_than,
-                    max_deletes,
-                );
-                cli::progress::run(&op, t.expire_changelogs_with(r, &op)).await?
-            };
+            let expiry = tidelake::table::changelog_lifecycle::ChangelogExpiry::from_arguments(
+                retain_max,
+                retain_min,
+                older_than,
+                max_deletes,
+                delete_all,
+            );
+            let report = cli::progress::run(&op, t.expire_changelogs_with(expiry, &op)).await?;
             println!(
                 "expired {} changelog(s) {:?}, deleted {} file(s)",
                 report.snapshots.len(),

@@ -26,7 +26,7 @@ use tonic::Status;
 use super::status::{invalid, to_status};
 use crate::catalog::{now_millis, Identifier};
 use crate::sql::{Role, SqlEngine, SqlSession};
-use crate::table::changelog_lifecycle::ChangelogRetention;
+use crate::table::changelog_lifecycle::ChangelogExpiry;
 use crate::table::lifecycle::{parse_duration_millis, CleanupReport, RollbackTarget};
 use crate::table::progress::{Operation, Progress};
 use crate::table::Table;
@@ -447,20 +447,17 @@ async fn run_long(
             let req: ExpireChangelogsRequest = decode(body, "ExpireChangelogsRequest")?;
             let table = load(&req.table).await?;
             let older_than = req.older_than.as_deref().map(duration).transpose()?;
-            let r = ChangelogRetention::from_arguments(
+            let expiry = ChangelogExpiry::from_arguments(
                 req.retain_max,
                 req.retain_min,
                 older_than,
                 req.max_deletes,
+                req.delete_all,
             );
-            let (t, all) = (table.clone(), req.delete_all);
+            let t = table.clone();
             let work: Work = Box::new(move |op: Operation| -> Task {
                 Box::pin(async move {
-                    let report = if all {
-                        t.expire_all_changelogs_with(&op).await
-                    } else {
-                        t.expire_changelogs_with(r, &op).await
-                    };
+                    let report = t.expire_changelogs_with(expiry, &op).await;
                     Ok(cleanup(report.map_err(to_status)?))
                 })
             });

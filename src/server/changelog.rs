@@ -262,6 +262,13 @@ pub async fn subscribe(
         0 => 1000,
         n => n.clamp(50, 3_600_000) as u64,
     });
+    // Checked before the subscription starts: its task may record a consumer's progress at once.
+    let end_on_schema_change = SchemaChangeMode::try_from(ticket.schema_change).map_err(|_| {
+        invalid(format!(
+            "unknown schema change mode {}",
+            ticket.schema_change
+        ))
+    })? == SchemaChangeMode::EndStream;
     let table = catalog.load_table(&id).await.map_err(to_status)?;
     let sub = Subscription::start(table, opts, heartbeat)
         .await
@@ -277,12 +284,6 @@ pub async fn subscribe(
         options,
         context: IpcWriteContext::default(),
     };
-    let end_on_schema_change = SchemaChangeMode::try_from(ticket.schema_change).map_err(|_| {
-        invalid(format!(
-            "unknown schema change mode {}",
-            ticket.schema_change
-        ))
-    })? == SchemaChangeMode::EndStream;
     let empty = RecordBatch::new_empty(Arc::clone(&schema));
     let events = stream::unfold(
         (Some(sub), filter, encoder, empty, ticket),

@@ -603,6 +603,25 @@ pub(super) async fn call(
             None => invalid!("sys.{proc}: argument {} ({what}) is required", i + 1),
         }
     };
+    // Optional arguments: a number, and a duration ("1 h").
+    let num = |i: usize, what: &str| -> Result<Option<i64>> {
+        match args.get(i).cloned().flatten() {
+            None => Ok(None),
+            Some(v) => match v.trim().parse::<i64>() {
+                Ok(n) => Ok(Some(n)),
+                Err(_) => invalid!("sys.{proc}: {what} '{v}' is not a number"),
+            },
+        }
+    };
+    let duration = |i: usize| -> Result<Option<i64>> {
+        match args.get(i).cloned().flatten() {
+            None => Ok(None),
+            Some(v) => match crate::table::lifecycle::parse_duration_millis(&v) {
+                Some(ms) => Ok(Some(ms)),
+                None => invalid!("sys.{proc}: invalid duration '{v}'"),
+            },
+        }
+    };
     let table_name = arg(0, "table")?;
     let parts: Vec<&str> = table_name.split('.').collect();
     let id = match parts.as_slice() {
@@ -640,75 +659,34 @@ pub(super) async fn call(
         "expire_snapshots" => {
             // (table, retain_max, retain_min, older_than), as Paimon's procedure.
             let mut r = table.retention();
-            let num = |i: usize, what: &str| -> Result<Option<i64>> {
-                match args.get(i).cloned().flatten() {
-                    None => Ok(None),
-                    Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
-                        crate::error::InvalidArgumentSnafu {
-                            message: format!("sys.expire_snapshots: {what} '{v}' is not a number"),
-                        }
-                        .build()
-                    }),
-                }
-            };
             if let Some(v) = num(1, "retain_max")? {
                 r.max_retained = v.max(1);
             }
             if let Some(v) = num(2, "retain_min")? {
                 r.min_retained = v.max(1);
             }
-            if let Some(v) = args.get(3).cloned().flatten() {
-                r.time_retained_millis = crate::table::lifecycle::parse_duration_millis(&v)
-                    .ok_or_else(|| {
-                        crate::error::InvalidArgumentSnafu {
-                            message: format!("sys.expire_snapshots: invalid duration '{v}'"),
-                        }
-                        .build()
-                    })?;
+            if let Some(v) = duration(3)? {
+                r.time_retained_millis = v;
             }
             return Ok(table.expire_snapshots(Some(r)).await?.snapshots.len() as i64);
         }
         "expire_changelogs" => {
             // (table, retain_max, retain_min, older_than, max_deletes, delete_all), as Paimon's
             // procedure (older_than is a duration here, as for expire_snapshots).
-            let num = |i: usize, what: &str| -> Result<Option<i64>> {
-                match args.get(i).cloned().flatten() {
-                    None => Ok(None),
-                    Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
-                        crate::error::InvalidArgumentSnafu {
-                            message: format!("sys.expire_changelogs: {what} '{v}' is not a number"),
-                        }
-                        .build()
-                    }),
-                }
-            };
-            let older_than = match args.get(3).cloned().flatten() {
-                None => None,
-                Some(v) => Some(crate::table::lifecycle::parse_duration_millis(&v).ok_or_else(
-                    || {
-                        crate::error::InvalidArgumentSnafu {
-                            message: format!("sys.expire_changelogs: invalid duration '{v}'"),
-                        }
-                        .build()
-                    },
-                )?),
-            };
-            let delete_all = matches!(
-                args.get(5).cloned().flatten().as_deref().map(str::to_ascii_lowercase).as_deref(),
-                Some("true")
+            let delete_all = args
+                .get(5)
+                .cloned()
+                .flatten()
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+            let expiry = crate::table::changelog_lifecycle::ChangelogExpiry::from_arguments(
+                num(1, "retain_max")?,
+                num(2, "retain_min")?,
+                duration(3)?,
+                num(4, "max_deletes")?,
+                delete_all,
             );
             let op = crate::table::progress::Operation::new();
-            let report = if delete_all {
-                table.expire_all_changelogs_with(&op).await?
-            } else {
-                let r = crate::table::changelog_lifecycle::ChangelogRetention::from_arguments(
-                    num(1, "retain_max")?,
-                    num(2, "retain_min")?,
-                    older_than,
-                    num(4, "max_deletes")?,
-                );
-                table.expire_changelogs_with(r, &op).await?
-            };
+            let report = table.expire_changelogs_with(expiry, &op).await?;
             return Ok(report.snapshots.len() as i64);
         }
         "remove_orphan_files" => {

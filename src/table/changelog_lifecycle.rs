@@ -26,26 +26,37 @@ pub struct ChangelogRetention {
     pub time_retained_millis: i64,
     /// At most this many changelogs go per run (`snapshot.expire.limit`).
     pub max_deletes: i64,
-    /// Changelogs outlive snapshots (some changelog retention exceeds its snapshot one).
-    pub decoupled: bool,
 }
 
-impl ChangelogRetention {
-    /// The retention an `expire_changelogs` call asks for. As Paimon's procedure, it starts from
-    /// "keep everything", not from the table's options: only the given limits expire anything.
+/// What an `expire_changelogs` call asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangelogExpiry {
+    /// Those beyond a retention.
+    Retain(ChangelogRetention),
+    /// Every long-lived changelog (Paimon's `delete_all`); consumers are not asked.
+    All,
+}
+
+impl ChangelogExpiry {
+    /// The expiry an `expire_changelogs` call's arguments ask for. As Paimon's procedure, the
+    /// retention starts from "keep everything", not from the table's options: only the given
+    /// limits expire anything.
     pub fn from_arguments(
         retain_max: Option<i64>,
         retain_min: Option<i64>,
         older_than_millis: Option<i64>,
         max_deletes: Option<i64>,
+        delete_all: bool,
     ) -> Self {
-        Self {
+        if delete_all {
+            return Self::All;
+        }
+        Self::Retain(ChangelogRetention {
             min_retained: retain_min.unwrap_or(1).max(1),
             max_retained: retain_max.unwrap_or(i64::MAX).max(1),
             time_retained_millis: older_than_millis.unwrap_or(i64::MAX),
             max_deletes: max_deletes.unwrap_or(i64::MAX).max(1),
-            decoupled: true,
-        }
+        })
     }
 }
 
@@ -60,7 +71,7 @@ impl Table {
         let snapshots = self.retention();
         let o = self.options();
         let num = |k: &str| o.get(k).and_then(|v| v.trim().parse::<i64>().ok());
-        let r = ChangelogRetention {
+        ChangelogRetention {
             min_retained: num("changelog.num-retained.min")
                 .unwrap_or(snapshots.min_retained)
                 .max(1),
@@ -70,14 +81,15 @@ impl Table {
                 .and_then(super::lifecycle::parse_duration_millis)
                 .unwrap_or(snapshots.time_retained_millis),
             max_deletes: snapshots.expire_limit,
-            decoupled: false,
-        };
-        ChangelogRetention {
-            decoupled: r.max_retained > snapshots.max_retained
-                || r.time_retained_millis > snapshots.time_retained_millis
-                || r.min_retained > snapshots.min_retained,
-            ..r
         }
+    }
+
+    /// Whether changelogs outlive snapshots: some changelog retention exceeds its snapshot one.
+    pub fn changelogs_decoupled(&self) -> bool {
+        let (c, s) = (self.changelog_retention(), self.retention());
+        c.max_retained > s.max_retained
+            || c.time_retained_millis > s.time_retained_millis
+            || c.min_retained > s.min_retained
     }
 
     /// Snapshot `id`, or the long-lived changelog kept for it after it expired.
@@ -97,9 +109,20 @@ impl Table {
         }
     }
 
-    /// Expires long-lived changelogs by `retention`; the report lists the changelog ids removed
+    /// Expires long-lived changelogs as `expiry` asks; the report lists the changelog ids removed
     /// (as `snapshots`) and the files deleted.
     pub async fn expire_changelogs_with(
+        &self,
+        expiry: ChangelogExpiry,
+        op: &Operation,
+    ) -> Result<CleanupReport> {
+        match expiry {
+            ChangelogExpiry::Retain(r) => self.expire_changelogs_retaining(r, op).await,
+            ChangelogExpiry::All => self.expire_all_changelogs(op).await,
+        }
+    }
+
+    async fn expire_changelogs_retaining(
         &self,
         retention: ChangelogRetention,
         op: &Operation,
@@ -152,8 +175,8 @@ impl Table {
         self.expire_changelogs_until(earliest_cl, end, op).await
     }
 
-    /// Removes every long-lived changelog (Paimon's `delete_all`); consumers are not asked.
-    pub async fn expire_all_changelogs_with(&self, op: &Operation) -> Result<CleanupReport> {
+    /// Removes every long-lived changelog; they must all be older than the earliest snapshot.
+    async fn expire_all_changelogs(&self, op: &Operation) -> Result<CleanupReport> {
         let cm = self.changelog_manager();
         let (Some(earliest_cl), Some(latest_cl)) = (cm.earliest_id().await?, cm.latest_id().await?)
         else {

@@ -181,10 +181,12 @@ impl TableCommit {
             if let Err(e) = self.table.expire_snapshots(None).await {
                 tracing::warn!(table = %self.table.identifier(), error = %e, "snapshot expiry failed");
             }
-            let changelogs = self.table.changelog_retention();
-            if changelogs.decoupled {
+            if self.table.changelogs_decoupled() {
                 let op = super::progress::Operation::new();
-                if let Err(e) = self.table.expire_changelogs_with(changelogs, &op).await {
+                let expiry = super::changelog_lifecycle::ChangelogExpiry::Retain(
+                    self.table.changelog_retention(),
+                );
+                if let Err(e) = self.table.expire_changelogs_with(expiry, &op).await {
                     tracing::warn!(table = %self.table.identifier(), error = %e, "changelog expiry failed");
                 }
             }

@@ -161,7 +161,7 @@ impl Table {
         let what = format!("snapshot expiry of {}", self.identifier());
         // Paimon's expire_snapshots procedures never keep changelogs; the table's own expiry does
         // when its changelog retention outlasts its snapshot retention.
-        let decoupled = retention.is_none() && self.changelog_retention().decoupled;
+        let decoupled = retention.is_none() && self.changelogs_decoupled();
         let produces = self.layout()?.changelog_producer != ChangelogProducer::None;
         let retention = retention.unwrap_or_else(|| self.retention());
         let sm = self.snapshot_manager();

@@ -776,7 +776,7 @@ async fn a_subscription_announces_a_schema_change_and_follows_its_columns_by_fie
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decoupled_changelogs_outlive_snapshots_and_expire_on_their_own() {
     use tidelake::error::ErrorKind;
-    use tidelake::table::changelog_lifecycle::ChangelogRetention;
+    use tidelake::table::changelog_lifecycle::ChangelogExpiry;
     use tidelake::table::progress::Operation;
     for producer in ["input", "none"] {
         let s = Scratch::new();
@@ -796,7 +796,7 @@ async fn decoupled_changelogs_outlive_snapshots_and_expire_on_their_own() {
                 ],
             )
             .await;
-        assert!(table.changelog_retention().decoupled);
+        assert!(table.changelogs_decoupled());
         for id in 1..=6 {
             insert_one(&table, id).await;
         }
@@ -833,7 +833,7 @@ async fn decoupled_changelogs_outlive_snapshots_and_expire_on_their_own() {
 
         // Keep the changelogs of the last 4 snapshot ids (3..6): 1 and 2 go.
         let op = Operation::new();
-        let r = ChangelogRetention::from_arguments(Some(4), None, None, None);
+        let r = ChangelogExpiry::from_arguments(Some(4), None, None, None, false);
         let report = table.expire_changelogs_with(r, &op).await.unwrap();
         assert_eq!(report.snapshots, vec![1, 2], "{producer}");
         let err = read_from(1).await.unwrap_err();
@@ -845,11 +845,14 @@ async fn decoupled_changelogs_outlive_snapshots_and_expire_on_their_own() {
         );
         assert_eq!(read_from(3).await.unwrap(), vec![3, 4, 5, 6]);
         // Nothing asked: nothing expires (Paimon's procedure defaults).
-        let none = ChangelogRetention::from_arguments(None, None, None, None);
+        let none = ChangelogExpiry::from_arguments(None, None, None, None, false);
         let report = table.expire_changelogs_with(none, &op).await.unwrap();
         assert!(report.snapshots.is_empty());
         // All of them; the table still reads whole and nothing is orphaned.
-        let report = table.expire_all_changelogs_with(&op).await.unwrap();
+        let report = table
+            .expire_changelogs_with(ChangelogExpiry::All, &op)
+            .await
+            .unwrap();
         assert_eq!(report.snapshots, vec![3, 4], "{producer}");
         assert!(cm.list_ids().await.unwrap().is_empty());
         let orphans = table.remove_orphan_files(i64::MAX, true).await.unwrap();
