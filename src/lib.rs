@@ -17,6 +17,7 @@ pub mod error;
 pub mod io;
 pub mod lsm;
 pub mod manifest;
+pub mod runtime;
 pub mod schema;
 pub mod server;
 pub mod snapshot;

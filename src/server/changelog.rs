@@ -135,9 +135,10 @@ impl RowFilter {
                 keep_ids: vec![],
             });
         }
+        crate::sql::limits::check_filter(&t.filter).map_err(to_status)?;
         let df_schema = DFSchema::try_from(read_schema.as_ref().clone())
             .map_err(|e| Status::internal(e.to_string()))?;
-        let ctx = datafusion::prelude::SessionContext::new();
+        let ctx = crate::sql::output_caps::capped_context();
         let bad =
             |e: datafusion::error::DataFusionError| invalid(format!("filter '{}': {e}", t.filter));
         let expr = ctx.parse_sql_expr(&t.filter, &df_schema).map_err(bad)?;

@@ -91,6 +91,9 @@ impl Handle {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(p)
             .map_err(|_| invalid("malformed parameters in statement handle"))?;
+        // The handle came from the client: its stream is checked before arrow sizes anything.
+        super::ipc::check_ipc_stream(&bytes)
+            .map_err(|e| invalid(format!("malformed parameters: {e}")))?;
         let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
             .map_err(|e| invalid(format!("malformed parameters: {e}")))?;
         let mut rows = Vec::new();
@@ -126,6 +129,25 @@ fn encode_params(batches: &[RecordBatch]) -> std::result::Result<Option<String>,
             .map_err(|e| invalid(format!("parameters: {e}")))?;
     }
     Ok(Some(base64::engine::general_purpose::STANDARD.encode(buf)))
+}
+
+/// `input` with every message checked by [`super::ipc`] before arrow decodes it.
+fn checked_flight_data(
+    input: impl Stream<Item = std::result::Result<arrow_flight::FlightData, FlightError>>
+        + Send
+        + 'static,
+) -> impl Stream<Item = std::result::Result<arrow_flight::FlightData, FlightError>> + Send + 'static
+{
+    let mut schema: Option<Schema> = None;
+    input.map(move |r| {
+        let fd = r?;
+        super::ipc::check_flight_data(&fd, schema.as_ref()).map_err(FlightError::DecodeError)?;
+        if super::ipc::is_schema(&fd) {
+            schema =
+                Some(super::ipc::decode_schema(&fd.data_header).map_err(FlightError::DecodeError)?);
+        }
+        Ok(fd)
+    })
 }
 
 /// The caller, as put into the request by the service wrapper.
@@ -452,9 +474,9 @@ impl TidelakeFlightSql {
             .unwrap_or(TableNotExistOption::Unspecified);
         let if_exists =
             TableExistsOption::try_from(opts.if_exists).unwrap_or(TableExistsOption::Unspecified);
-        let mut batches = FlightRecordBatchStream::new_from_flight_data(
+        let mut batches = FlightRecordBatchStream::new_from_flight_data(checked_flight_data(
             request.into_inner().map_err(FlightError::from),
-        );
+        ));
         // The first batch (or the end) makes the stream's schema known.
         let first = batches
             .next()
@@ -614,7 +636,7 @@ impl TidelakeFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<Vec<RecordBatch>, Status> {
         let batches: Vec<RecordBatch> = FlightRecordBatchStream::new_from_flight_data(
-            request.into_inner().map_err(FlightError::from),
+            checked_flight_data(request.into_inner().map_err(FlightError::from)),
         )
         .try_collect()
         .await

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod auth;
 pub mod changelog;
 pub mod flight_sql;
+pub mod ipc;
 pub mod metadata;
 pub mod service;
 pub mod session;
@@ -63,6 +64,11 @@ pub struct QueryConfig {
     pub memory_limit_mb: Option<usize>,
     /// Wall-clock limit of a statement.
     pub timeout_seconds: Option<u64>,
+    /// Calls that plan, read, write or maintain tables running at once, in all (default 64);
+    /// more wait for a slot.
+    pub max_concurrent: Option<usize>,
+    /// The same for one user (default 8), so one user's many queries leave room for others.
+    pub max_concurrent_per_user: Option<usize>,
 }
 
 impl ServerConfig {
@@ -85,6 +91,7 @@ pub struct ServeOptions {
     /// Roles by user name; a user not named here is an admin.
     pub roles: HashMap<String, Role>,
     pub limits: SqlLimits,
+    pub work: crate::runtime::WorkLimits,
 }
 
 impl ServeOptions {
@@ -126,7 +133,20 @@ impl ServeOptions {
             memory_limit_bytes: config.query.memory_limit_mb.map(|m| m * 1024 * 1024),
             query_timeout: config.query.timeout_seconds.map(Duration::from_secs),
         };
+        let defaults = crate::runtime::WorkLimits::default();
+        let work = crate::runtime::WorkLimits {
+            max_concurrent: config
+                .query
+                .max_concurrent
+                .unwrap_or(defaults.max_concurrent),
+            max_concurrent_per_user: config
+                .query
+                .max_concurrent_per_user
+                .unwrap_or(defaults.max_concurrent_per_user),
+            ..defaults
+        };
         Ok(Self {
+            work,
             warehouse: warehouse
                 .or(config.warehouse)
                 .unwrap_or_else(|| "./warehouse".to_string()),
@@ -185,7 +205,8 @@ pub async fn run(
             .with_roles(options.roles.clone()),
     );
     let flight_sql = flight_sql::TidelakeFlightSql::new(engine, auth);
-    let service = FlightServiceServer::new(service::TidelakeService::new(flight_sql))
+    let work = crate::runtime::WorkPool::new(options.work);
+    let service = FlightServiceServer::new(service::TidelakeService::new(flight_sql, work))
         .max_decoding_message_size(MAX_MESSAGE_SIZE)
         .max_encoding_message_size(MAX_MESSAGE_SIZE);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

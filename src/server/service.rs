@@ -24,7 +24,8 @@ use super::session::{
     self, CloseSessionResult, GetSessionOptionsResult, OptionValue, SetSessionOptionError,
     SetSessionOptionsRequest, SetSessionOptionsResult,
 };
-use super::status::to_status;
+use super::status::{bounded, to_status};
+use crate::runtime::{with_deadline, Admission, Panicked, WorkPool};
 use crate::sql::CATALOG_NAME;
 
 /// Flight-core session actions answered here (name, description).
@@ -43,23 +44,112 @@ pub const SESSION_ACTIONS: &[(&str, &str)] = &[
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-/// The authenticated Flight service.
+/// The authenticated Flight service. Authentication and the cheap calls (Handshake, session
+/// options, ListActions) are answered on the IO runtime; every call that plans, reads, writes
+/// or maintains a table runs on its own work thread ([`WorkPool`]), admitted per user, with
+/// its errors bounded ([`bounded`]) and a statement's stream ended at its deadline.
 #[derive(Debug, Clone)]
 pub struct TidelakeService {
     sql: Arc<TidelakeFlightSql>,
     auth: Arc<Authenticator>,
     /// Long admin operations running now.
     operations: Arc<super::admin::Operations>,
+    work: WorkPool,
 }
 
+fn panic_status(p: Panicked) -> Status {
+    Status::internal(p.to_string())
+}
+
+type Head = tonic::metadata::MetadataMap;
+
 impl TidelakeService {
-    pub fn new(sql: TidelakeFlightSql) -> Self {
+    pub fn new(sql: TidelakeFlightSql, work: WorkPool) -> Self {
         let auth = Arc::clone(&sql.auth);
         Self {
             sql: Arc::new(sql),
             auth,
             operations: Arc::default(),
+            work,
         }
+    }
+
+    /// When a statement started now must end (no limit without a configured timeout).
+    fn statement_deadline(&self) -> Option<tokio::time::Instant> {
+        self.sql
+            .engine
+            .limits()
+            .query_timeout
+            .map(|t| tokio::time::Instant::now() + t)
+    }
+
+    fn timeout_status(&self) -> Status {
+        let limit = self.sql.engine.limits().query_timeout.unwrap_or_default();
+        to_status(crate::sql::timeout_error(limit))
+    }
+
+    /// A work slot for the caller, waiting at most until `deadline`.
+    async fn admit<T>(
+        &self,
+        req: &Request<T>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Admission, Status> {
+        let user = Self::principal(req)?.user;
+        match deadline {
+            None => Ok(self.work.admit(&user).await),
+            Some(d) => tokio::time::timeout_at(d, self.work.admit(&user))
+                .await
+                .map_err(|_| self.timeout_status()),
+        }
+    }
+
+    /// Runs a unary call's work on a work thread.
+    async fn on_work<T, F>(&self, admission: Option<Admission>, fut: F) -> Result<T, Status>
+    where
+        F: std::future::Future<Output = Result<T, Status>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.work
+            .run(admission, fut, panic_status)
+            .await
+            .map_err(bounded)
+    }
+
+    /// Runs a streaming call's work on a work thread: the response's metadata comes back, its
+    /// stream is driven there and forwarded, ending at `deadline`.
+    async fn on_work_stream<T, S, F>(
+        &self,
+        admission: Option<Admission>,
+        deadline: Option<tokio::time::Instant>,
+        fut: F,
+    ) -> Result<Response<BoxStream<T>>, Status>
+    where
+        F: std::future::Future<Output = Result<Response<S>, Status>> + Send + 'static,
+        S: Stream<Item = Result<T, Status>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let started = async move {
+            let (head, stream, _extensions) = fut.await?.into_parts();
+            Ok::<(Head, S), Status>((head, stream))
+        };
+        let (head, stream) = self
+            .work
+            .run_stream(admission, started, panic_status)
+            .await
+            .map_err(bounded)?;
+        let stream = match deadline {
+            Some(d) => {
+                let timeout = self.timeout_status();
+                with_deadline(stream, d, move || timeout.clone())
+            }
+            None => stream,
+        };
+        let stream: BoxStream<T> = Box::pin(stream.map(|r| r.map_err(bounded)));
+        Ok(Response::from_parts(
+            head,
+            stream,
+            tonic::Extensions::default(),
+        ))
     }
 
     /// Authenticates `req` and records the principal in it; returns a token to send back when
@@ -151,7 +241,13 @@ impl FlightService for TidelakeService {
         mut request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let token = self.authorize(&mut request)?;
-        let resp = FlightService::get_flight_info(self.sql.as_ref(), request).await?;
+        let admission = self.admit(&request, None).await?;
+        let sql = Arc::clone(&self.sql);
+        let resp = self
+            .on_work(Some(admission), async move {
+                FlightService::get_flight_info(sql.as_ref(), request).await
+            })
+            .await?;
         Ok(with_token(resp, token))
     }
 
@@ -161,7 +257,12 @@ impl FlightService for TidelakeService {
     ) -> Result<Response<PollInfo>, Status> {
         let token = self.authorize(&mut request)?;
         // Queries are planned synchronously: the first poll is already complete.
-        let info = FlightService::get_flight_info(self.sql.as_ref(), request)
+        let admission = self.admit(&request, None).await?;
+        let sql = Arc::clone(&self.sql);
+        let info = self
+            .on_work(Some(admission), async move {
+                FlightService::get_flight_info(sql.as_ref(), request).await
+            })
             .await?
             .into_inner();
         let poll = PollInfo {
@@ -182,7 +283,13 @@ impl FlightService for TidelakeService {
         let any = Any::decode(request.get_ref().cmd.as_ref())
             .map_err(|_| Status::invalid_argument("descriptor is not a Flight SQL command"))?;
         let cmd = Command::try_from(any).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let schema = self.sql.command_schema(&principal, cmd).await?;
+        let admission = self.admit(&request, None).await?;
+        let sql = Arc::clone(&self.sql);
+        let schema = self
+            .on_work(Some(admission), async move {
+                sql.command_schema(&principal, cmd).await
+            })
+            .await?;
         let result: SchemaResult =
             SchemaAsIpc::new(&schema, &arrow::ipc::writer::IpcWriteOptions::default())
                 .try_into()
@@ -196,14 +303,29 @@ impl FlightService for TidelakeService {
     ) -> Result<Response<Self::DoGetStream>, Status> {
         let token = self.authorize(&mut request)?;
         if let Some(ticket) = super::changelog::parse_ticket(&request.get_ref().ticket) {
+            // A subscription mostly waits: it takes no statement slot, and has no deadline.
+            let ticket = ticket.map_err(bounded)?;
             let principal = Self::principal(&request)?;
             let database = self.auth.session(&principal).database;
-            let stream =
-                super::changelog::subscribe(self.sql.engine.catalog(), &database, ticket?).await?;
-            let stream: Self::DoGetStream = Box::pin(stream);
-            return Ok(with_token(Response::new(stream), token));
+            let sql = Arc::clone(&self.sql);
+            let resp = self
+                .on_work_stream(None, None, async move {
+                    let stream =
+                        super::changelog::subscribe(sql.engine.catalog(), &database, ticket)
+                            .await?;
+                    Ok(Response::new(stream))
+                })
+                .await?;
+            return Ok(with_token(resp, token));
         }
-        let resp = FlightService::do_get(self.sql.as_ref(), request).await?;
+        let deadline = self.statement_deadline();
+        let admission = self.admit(&request, deadline).await?;
+        let sql = Arc::clone(&self.sql);
+        let resp = self
+            .on_work_stream(Some(admission), deadline, async move {
+                FlightService::do_get(sql.as_ref(), request).await
+            })
+            .await?;
         Ok(with_token(resp, token))
     }
 
@@ -212,7 +334,13 @@ impl FlightService for TidelakeService {
         mut request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
         let token = self.authorize(&mut request)?;
-        let resp = FlightService::do_put(self.sql.as_ref(), request).await?;
+        let admission = self.admit(&request, None).await?;
+        let sql = Arc::clone(&self.sql);
+        let resp = self
+            .on_work_stream(Some(admission), None, async move {
+                FlightService::do_put(sql.as_ref(), request).await
+            })
+            .await?;
         Ok(with_token(resp, token))
     }
 
@@ -234,7 +362,13 @@ impl FlightService for TidelakeService {
                 if cmd.transaction_id.is_some() {
                     return Err(Status::unimplemented("transactions are not supported"));
                 }
-                let (result, is_update) = self.sql.prepare(&principal, cmd.query).await?;
+                let admission = self.admit(&request, None).await?;
+                let (sql, caller) = (Arc::clone(&self.sql), principal.clone());
+                let (result, is_update) = self
+                    .on_work(Some(admission), async move {
+                        sql.prepare(&caller, cmd.query).await
+                    })
+                    .await?;
                 // arrow-flight 59 does not generate `optional bool is_update = 4`; JDBC reads it.
                 let mut value = result.encode_to_vec();
                 if is_update {
@@ -294,16 +428,26 @@ impl FlightService for TidelakeService {
             }
             "CancelFlightInfo" => one_result(&CancelFlightInfoResult::new(CancelStatus::Cancelled)),
             name if name.starts_with("tidelake.") => {
+                let admission = self.admit(&request, None).await?;
                 let session = self.auth.session(&principal);
-                let caller = super::admin::Caller {
-                    session: &session,
-                    user: &principal.user,
-                    operations: &self.operations,
-                };
-                match super::admin::run(&self.sql.engine, &caller, name, &action.body).await {
-                    Some(results) => Response::new(Box::pin(results?) as BoxStream<_>),
-                    None => return Err(Status::unimplemented(format!("unknown action '{name}'"))),
-                }
+                let (sql, operations) = (Arc::clone(&self.sql), Arc::clone(&self.operations));
+                let (name, body, user) = (
+                    name.to_string(),
+                    action.body.clone(),
+                    principal.user.clone(),
+                );
+                self.on_work_stream(Some(admission), None, async move {
+                    let caller = super::admin::Caller {
+                        session: &session,
+                        user: &user,
+                        operations: &operations,
+                    };
+                    match super::admin::run(&sql.engine, &caller, &name, &body).await {
+                        Some(results) => Ok(Response::new(results?)),
+                        None => Err(Status::unimplemented(format!("unknown action '{name}'"))),
+                    }
+                })
+                .await?
             }
             _ => FlightService::do_action(self.sql.as_ref(), request).await?,
         };

@@ -22,16 +22,92 @@ pub fn code(kind: ErrorKind) -> Code {
     }
 }
 
+/// Longest status message sent, in bytes. gRPC carries the message in a header (percent-encoded,
+/// so up to three times longer), and clients drop a response whose headers exceed their limit
+/// (8 to 16 KiB): the user would never see the error.
+pub const MAX_MESSAGE_BYTES: usize = 2048;
+
 /// The status a client sees for `e`; internal errors are logged with their location.
 pub fn to_status(e: Error) -> Status {
     let kind = e.kind();
     if kind == ErrorKind::Internal {
         tracing::error!(error = ?e, "internal error");
     }
-    Status::new(code(kind), e.to_string())
+    Status::new(code(kind), bounded_message(&e.to_string()))
+}
+
+/// `status` with its message made one line of at most [`MAX_MESSAGE_BYTES`] (every status the
+/// service sends passes here, whoever built it).
+pub fn bounded(status: Status) -> Status {
+    let message = status.message();
+    if message.len() <= MAX_MESSAGE_BYTES && !message.contains(['\n', '\r']) {
+        return status;
+    }
+    let mut out = Status::new(status.code(), bounded_message(message));
+    *out.metadata_mut() = status.metadata().clone();
+    out
+}
+
+/// One line of at most [`MAX_MESSAGE_BYTES`]: a longer text keeps its start and its end (where
+/// messages say what went wrong and where), and says how much of the middle it cut.
+pub fn bounded_message(message: &str) -> String {
+    let one_line: String = if message.contains(['\n', '\r']) {
+        message
+            .split(['\n', '\r'])
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+    } else {
+        message.to_string()
+    };
+    if one_line.len() <= MAX_MESSAGE_BYTES {
+        return one_line;
+    }
+    let head = floor_char_boundary(&one_line, MAX_MESSAGE_BYTES * 3 / 4);
+    let tail = ceil_char_boundary(&one_line, one_line.len() - MAX_MESSAGE_BYTES / 8);
+    format!(
+        "{}… ({} bytes cut) …{}",
+        &one_line[..head],
+        tail - head,
+        &one_line[tail..]
+    )
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
 }
 
 /// Shorthand for an InvalidArgument status.
 pub fn invalid(message: impl Into<String>) -> Status {
     Status::invalid_argument(message.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_cut_to_one_bounded_line() {
+        let sql = format!("SELECT {} FROM nowhere", "é".repeat(100_000));
+        let m = bounded_message(&format!("table 'nowhere' not found in: {sql}\nsecond line"));
+        assert!(m.len() <= MAX_MESSAGE_BYTES + 64, "{}", m.len());
+        assert!(m.starts_with("table 'nowhere' not found in: SELECT"));
+        assert!(m.ends_with("FROM nowhere second line"), "{m}");
+        assert!(m.contains("bytes cut"));
+        assert!(!m.contains('\n'));
+        let s = bounded(Status::invalid_argument("x".repeat(10_000)));
+        assert_eq!(s.code(), Code::InvalidArgument);
+        assert!(s.message().len() < MAX_MESSAGE_BYTES + 64);
+        assert_eq!(bounded_message("short"), "short");
+    }
 }

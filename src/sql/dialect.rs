@@ -74,6 +74,7 @@ impl Dialect for TidelakeDialect {
 /// Parses exactly one statement and rewrites table versions into versioned names.
 pub(crate) fn parse_one(sql: &str) -> Result<DFStatement> {
     // Flink's `ALTER TABLE t SET (...)` / `RESET (...)` are rewritten into parseable forms.
+    super::limits::check_size(sql, "the statement")?;
     let rewritten = super::alter::rewrite_option_statement(sql);
     let sql = rewritten.as_deref().unwrap_or(sql);
     let dialect = TidelakeDialect::default();
@@ -94,6 +95,7 @@ pub(crate) fn parse_one(sql: &str) -> Result<DFStatement> {
         );
     }
     let mut stmt = statements.pop_front().expect("one statement");
+    check_limits(&stmt)?;
     if let DFStatement::Statement(inner) = &mut stmt {
         // JDBC, ODBC and ADBC users write `?`; DataFusion numbers placeholders (`$1`, `$2`).
         let mut numbering = PlaceholderNumbering { next: 0 };
@@ -105,6 +107,15 @@ pub(crate) fn parse_one(sql: &str) -> Result<DFStatement> {
         }
     }
     Ok(stmt)
+}
+
+/// The statement limits of [`super::limits`], on the statement an EXPLAIN wraps too.
+fn check_limits(stmt: &DFStatement) -> Result<()> {
+    match stmt {
+        DFStatement::Statement(s) => super::limits::check_shape(s),
+        DFStatement::Explain(e) => check_limits(&e.statement),
+        _ => Ok(()),
+    }
 }
 
 fn strip_prefix(s: &str) -> &str {

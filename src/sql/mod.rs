@@ -14,6 +14,8 @@ mod alter;
 mod changelog;
 mod dialect;
 mod dml;
+pub mod limits;
+pub mod output_caps;
 mod provider;
 mod system;
 
@@ -238,6 +240,34 @@ pub(crate) fn from_df(e: DataFusionError) -> Error {
     }
 }
 
+/// The error of a statement that ran past its timeout.
+pub fn timeout_error(limit: Duration) -> Error {
+    crate::error::SqlSnafu {
+        message: format!("statement exceeded the query timeout of {limit:?}"),
+        kind: ErrorKind::ResourceExhausted,
+    }
+    .build()
+}
+
+/// `out` ending with [`timeout_error`] at `deadline`.
+fn with_deadline(out: SqlOutput, deadline: tokio::time::Instant, limit: Duration) -> SqlOutput {
+    let stream = out.stream;
+    let timed = stream::unfold(Some(stream), move |state| async move {
+        let mut s = state?;
+        match tokio::time::timeout_at(deadline, s.next()).await {
+            // A batch that arrives after the deadline (computed in one long poll) fails too.
+            Ok(Some(item)) if tokio::time::Instant::now() <= deadline => Some((item, Some(s))),
+            Ok(None) => None,
+            _ => Some((Err(timeout_error(limit)), None)),
+        }
+    })
+    .boxed();
+    SqlOutput {
+        stream: timed,
+        ..out
+    }
+}
+
 /// Runs SQL against one warehouse; shared by every connection.
 #[derive(Clone)]
 pub struct SqlEngine {
@@ -276,11 +306,16 @@ impl SqlEngine {
             runtime = runtime.with_memory_limit(limit, 1.0);
         }
         let runtime = runtime.build_arc().map_err(from_df)?;
-        let state = SessionStateBuilder::new()
+        let mut builder = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)
-            .with_default_features()
-            .build();
+            .with_default_features();
+        for f in builder.scalar_functions().iter_mut().flatten() {
+            if let Some(capped) = output_caps::capped(f) {
+                *f = capped;
+            }
+        }
+        let state = builder.build();
         let table_functions = Arc::new(state.table_functions().keys().cloned().collect());
         state.catalog_list().register_catalog(
             CATALOG_NAME.to_string(),
@@ -365,8 +400,30 @@ impl SqlEngine {
         ))
     }
 
-    /// Runs one statement with positional parameters (`$1`, `$2`, ...).
+    /// The limits every statement runs under.
+    pub fn limits(&self) -> &SqlLimits {
+        &self.limits
+    }
+
+    /// Runs one statement with positional parameters (`$1`, `$2`, ...). The query timeout
+    /// covers planning as well as producing the result.
     pub async fn execute(
+        &self,
+        session: &SqlSession,
+        sql: &str,
+        params: &[ScalarValue],
+    ) -> Result<SqlOutput> {
+        let Some(limit) = self.limits.query_timeout else {
+            return self.execute_untimed(session, sql, params).await;
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        match tokio::time::timeout_at(deadline, self.execute_untimed(session, sql, params)).await {
+            Ok(out) => Ok(with_deadline(out?, deadline, limit)),
+            Err(_) => Err(timeout_error(limit)),
+        }
+    }
+
+    async fn execute_untimed(
         &self,
         session: &SqlSession,
         sql: &str,
@@ -386,7 +443,7 @@ impl SqlEngine {
                 count_output(n)?
             }
         };
-        Ok(self.with_timeout(out))
+        Ok(out)
     }
 
     /// Runs an update and returns its count (a query is refused).
@@ -432,35 +489,6 @@ impl SqlEngine {
                 }
             },
             _ => invalid!("'{sql}' is a query, not an update; run it as a query"),
-        }
-    }
-
-    fn with_timeout(&self, out: SqlOutput) -> SqlOutput {
-        let Some(limit) = self.limits.query_timeout else {
-            return out;
-        };
-        let deadline = tokio::time::Instant::now() + limit;
-        let stream = out.stream;
-        let timed = stream::unfold(Some(stream), move |state| async move {
-            let mut s = state?;
-            match tokio::time::timeout_at(deadline, s.next()).await {
-                // A batch that arrives after the deadline (computed in one long poll) fails too.
-                Ok(Some(item)) if tokio::time::Instant::now() <= deadline => Some((item, Some(s))),
-                Ok(None) => None,
-                _ => Some((
-                    crate::error::SqlSnafu {
-                        message: format!("statement exceeded the query timeout of {limit:?}"),
-                        kind: ErrorKind::ResourceExhausted,
-                    }
-                    .fail(),
-                    None,
-                )),
-            }
-        })
-        .boxed();
-        SqlOutput {
-            stream: timed,
-            ..out
         }
     }
 
@@ -788,10 +816,22 @@ fn classify(stmt: &DFStatement) -> Result<StatementKind> {
             | Statement::ExplainTable { .. }
             | Statement::Explain { .. } => Ok(StatementKind::Query),
             Statement::CreateTable(ct) => {
-                if ct.external || ct.location.is_some() {
-                    return denied("a table with a LOCATION");
+                // The parser keeps `LOCATION '...'` with the Hive formats, not in `location`.
+                let hive_location = ct
+                    .hive_formats
+                    .as_ref()
+                    .is_some_and(|h| h.location.is_some());
+                if ct.external || ct.location.is_some() || hive_location {
+                    return denied("CREATE TABLE with a LOCATION");
                 }
                 Ok(StatementKind::Update)
+            }
+            Statement::CreateDatabase {
+                location,
+                managed_location,
+                ..
+            } if location.is_some() || managed_location.is_some() => {
+                denied("CREATE DATABASE with a LOCATION")
             }
             Statement::Insert(_)
             | Statement::Update(_)

@@ -269,10 +269,9 @@ impl Table {
                     vec![&c.delta_manifest_list, &c.base_manifest_list]
                 }
             };
+            let mut paths = Vec::new();
             for (partition, bucket, name) in &doomed {
-                let path = format!("{}/{name}", self.bucket_dir(partition, *bucket)?);
-                self.io().delete(&path).await?;
-                report.files.push(path);
+                paths.push(format!("{}/{name}", self.bucket_dir(partition, *bucket)?));
             }
             for list in lists {
                 if keep_manifests.contains(list) || !self.io().exists(&mm.path(list)).await? {
@@ -280,18 +279,19 @@ impl Table {
                 }
                 for m in mm.read_manifest_list(list).await? {
                     if keep_manifests.insert(m.file_name.clone()) {
-                        let path = mm.path(&m.file_name);
-                        self.io().delete(&path).await?;
-                        report.files.push(path);
+                        paths.push(mm.path(&m.file_name));
                     }
                 }
-                let path = mm.path(list);
-                self.io().delete(&path).await?;
-                report.files.push(path);
+                paths.push(mm.path(list));
                 keep_manifests.insert(list.clone());
             }
+            // The changelog goes before its files, so a kill in between leaves only orphans.
             cm.delete(id).await?;
             report.snapshots.push(id);
+            for path in paths {
+                self.io().delete(&path).await?;
+                report.files.push(path);
+            }
             op.advance(1, 0);
         }
         cm.write_earliest_hint(end).await;

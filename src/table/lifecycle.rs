@@ -1,9 +1,23 @@
 //! The lifecycle of a table's snapshots: expiry, tags, rollback, and removal of orphan files.
 //!
-//! Deletion order always keeps the table readable: data files first, then manifests, then snapshot
-//! files, then hints. A file is deleted only when no remaining snapshot or tag can reference it.
+//! Every deleting path first decides, reading only, then removes the *entry points* (snapshot,
+//! changelog or tag files) and only then the manifests and data files behind them. A crash (kill -9)
+//! at any instant therefore leaves every remaining snapshot, changelog and tag complete: what it
+//! can leave behind are files nothing references, which orphan removal takes, and the next run
+//! carries on from the remaining snapshots.
+//!
+//! ```text
+//!  expiry:   plan (read) ──► snapshot-E..snapshot-(end-1) deleted, oldest first (the range
+//!                            stays contiguous) ──► EARLIEST = end ──► data files ──► manifests
+//!  rollback: plan (read) ──► LATEST = target ──► snapshots newest first ──► later tags ──► files
+//!  tags:     tag file ──► files only it held
+//! ```
+//!
+//! A file is deleted only when no remaining snapshot, tag or long-lived changelog can reference
+//! it. Manifests an earlier (killed) run already removed are skipped, so expiry also recovers
+//! tables damaged by a crash of older versions, which deleted files before snapshots.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::progress::Operation;
 use super::Table;
@@ -45,6 +59,15 @@ pub fn parse_duration_millis(v: &str) -> Option<i64> {
         _ => return None,
     };
     n.checked_mul(mult)
+}
+
+/// `Ok(None)` for a file that is not there (a cleanup a killed run already did).
+fn present<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 impl Table {
@@ -116,17 +139,35 @@ impl Table {
         Ok((files, manifests))
     }
 
-    /// Lists and manifests of `s` that `keep` does not hold.
+    /// Lists and manifests of `s` that `keep` does not hold (of an expiring snapshot: lists a
+    /// killed run already removed name nothing more).
     async fn unreferenced_manifests(
         &self,
         s: &Snapshot,
         keep: &HashSet<String>,
     ) -> Result<Vec<String>> {
-        let (_, manifests) = self.references(s).await?;
-        Ok(manifests
-            .into_iter()
-            .filter(|m| !keep.contains(m))
-            .collect())
+        let mm = self.manifest_manager();
+        let mut out = Vec::new();
+        for list in [
+            Some(&s.base_manifest_list),
+            Some(&s.delta_manifest_list),
+            s.changelog_manifest_list.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if !keep.contains(list) {
+                out.push(list.clone());
+            }
+            for m in present(mm.read_manifest_list(list).await)?.unwrap_or_default() {
+                if !keep.contains(&m.file_name) {
+                    out.push(m.file_name);
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
     }
 
     async fn delete_data_files(
@@ -217,19 +258,29 @@ impl Table {
         }
         keep_manifests.extend(self.references(&end_snapshot).await?.1);
 
-        // Data files removed by the commits after the first expired snapshot up to `end` were live
-        // only in expired snapshots (unless a tag holds them or a later entry re-adds them).
+        // Data files removed by the commits from the first expired snapshot up to `end` were live
+        // only in expired snapshots (unless a tag holds them or a later entry re-adds them). The
+        // earliest snapshot's own removals were live only in its predecessor, which is gone: a run
+        // killed after deleting that snapshot file left them, and this run takes them.
         let mm = self.manifest_manager();
-        let mut doomed: BTreeSet<(Vec<u8>, i32, String)> = BTreeSet::new();
-        op.phase("reading manifests", (end - earliest) as u64);
-        for id in earliest + 1..=end {
+        // Each doomed file, with the snapshot whose delta removed it: it goes right after the
+        // snapshot before that one, so a kill between two snapshots leaves only the files of the
+        // last one deleted, which the next run's reading of its earliest delta takes.
+        let mut doomed: BTreeMap<(Vec<u8>, i32, String), i64> = BTreeMap::new();
+        op.phase("reading manifests", (end - earliest + 1) as u64);
+        for id in earliest..=end {
             op.check(&what)?;
             op.advance(0, 0);
             let s = match snapshots.get(&id) {
                 Some(s) => s.clone(),
                 None => sm.snapshot(id).await?,
             };
-            for e in mm.read_entries_of_list(&s.delta_manifest_list).await? {
+            let Some(entries) = present(mm.read_entries_of_list(&s.delta_manifest_list).await)?
+            else {
+                // Removed by a run that was killed before its snapshot files went.
+                continue;
+            };
+            for e in entries {
                 let key = (e.partition.clone(), e.bucket, e.file.file_name.clone());
                 // Kept changelogs of a table without a producer are its appended files.
                 let append = FileSource::Append as i32;
@@ -237,7 +288,7 @@ impl Table {
                 match e.kind {
                     FileKind::Delete if decoupled && !produces && appended => {}
                     FileKind::Delete => {
-                        doomed.insert(key);
+                        doomed.insert(key, id);
                     }
                     FileKind::Add => {
                         doomed.remove(&key);
@@ -246,15 +297,20 @@ impl Table {
             }
         }
         let live_in_end: HashSet<_> = self.references(&end_snapshot).await?.0;
-        doomed.retain(|k| !tag_files.contains(k) && !live_in_end.contains(k));
+        doomed.retain(|k, _| !tag_files.contains(k) && !live_in_end.contains(k));
+        let mut removed_by: BTreeMap<i64, BTreeSet<(Vec<u8>, i32, String)>> = BTreeMap::new();
+        for (key, id) in doomed {
+            removed_by.entry(id).or_default().insert(key);
+        }
         // Changelog files belong to their snapshot alone: they go with it, unless they outlive it.
+        let mut changelog_files = BTreeSet::new();
         for id in (earliest..end).filter(|_| !decoupled) {
             if let Some(list) = snapshots
                 .get(&id)
                 .and_then(|s| s.changelog_manifest_list.clone())
             {
-                for e in mm.read_entries_of_list(&list).await? {
-                    doomed.insert((e.partition, e.bucket, e.file.file_name));
+                for e in present(mm.read_entries_of_list(&list).await)?.unwrap_or_default() {
+                    changelog_files.insert((e.partition, e.bucket, e.file.file_name));
                 }
             }
         }
@@ -273,7 +329,7 @@ impl Table {
                 };
                 for list in lists.into_iter().flatten() {
                     keep_manifests.insert(list.clone());
-                    for m in mm.read_manifest_list(list).await? {
+                    for m in present(mm.read_manifest_list(list).await)?.unwrap_or_default() {
                         keep_manifests.insert(m.file_name);
                     }
                 }
@@ -288,17 +344,19 @@ impl Table {
         }
         // The last point where stopping changes nothing.
         op.check(&what)?;
+        let doomed_count: usize = removed_by.values().map(BTreeSet::len).sum();
         op.phase(
             "deleting files",
-            (doomed.len() + manifests.len()) as u64 + (end - earliest) as u64,
+            (doomed_count + changelog_files.len() + manifests.len()) as u64
+                + (end - earliest) as u64,
         );
-        self.delete_data_files(&doomed, &mut report, op).await?;
-        for m in manifests {
-            let path = mm.path(&m);
-            self.io().delete(&path).await?;
-            report.files.push(path);
-            op.advance(1, 0);
+        // What the earliest snapshot's commit removed was live only in snapshots already gone.
+        if let Some(files) = removed_by.remove(&earliest) {
+            self.delete_data_files(&files, &mut report, op).await?;
         }
+        // Snapshot files oldest first, each followed by the data files only it (and those before
+        // it) could read: whenever this stops, the snapshots left are a contiguous range whose
+        // files are all still there.
         let changelogs = self.changelog_manager();
         for id in earliest..end {
             if decoupled {
@@ -310,8 +368,21 @@ impl Table {
             sm.delete(id).await?;
             report.snapshots.push(id);
             op.advance(1, 0);
+            if let Some(files) = removed_by.remove(&(id + 1)) {
+                self.delete_data_files(&files, &mut report, op).await?;
+            }
         }
         sm.write_earliest_hint(end).await;
+        // Nothing can reach these any more (left over by a kill, they are orphans: no remaining
+        // manifest names them).
+        self.delete_data_files(&changelog_files, &mut report, op)
+            .await?;
+        for m in manifests {
+            let path = mm.path(&m);
+            self.io().delete(&path).await?;
+            report.files.push(path);
+            op.advance(1, 0);
+        }
         Ok(report)
     }
 

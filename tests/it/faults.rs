@@ -18,7 +18,10 @@ pub(crate) struct FaultyStore {
     /// then fails (a lost acknowledgement); reset after one use.
     pub(crate) snapshot_fault: AtomicU8,
     /// Puts left before every call fails, as if the writer process died; negative = never.
-    pub(crate) puts_left: AtomicI64,
+    pub(crate) puts_left: Arc<AtomicI64>,
+    /// Deletes left before every call fails (a process killed inside expiry, rollback or orphan
+    /// removal); negative = never.
+    pub(crate) deletes_left: Arc<AtomicI64>,
 }
 
 impl FaultyStore {
@@ -26,12 +29,13 @@ impl FaultyStore {
         Arc::new(Self {
             inner,
             snapshot_fault: AtomicU8::new(0),
-            puts_left: AtomicI64::new(-1),
+            puts_left: Arc::new(AtomicI64::new(-1)),
+            deletes_left: Arc::new(AtomicI64::new(-1)),
         })
     }
 
     fn dead(&self) -> bool {
-        self.puts_left.load(Ordering::SeqCst) == 0
+        is_dead(&self.puts_left, &self.deletes_left)
     }
 
     fn fail<T>(why: &'static str) -> object_store::Result<T> {
@@ -40,6 +44,10 @@ impl FaultyStore {
             source: why.into(),
         })
     }
+}
+
+fn is_dead(puts_left: &AtomicI64, deletes_left: &AtomicI64) -> bool {
+    puts_left.load(Ordering::SeqCst) == 0 || deletes_left.load(Ordering::SeqCst) == 0
 }
 
 impl std::fmt::Display for FaultyStore {
@@ -100,7 +108,29 @@ impl ObjectStore for FaultyStore {
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
     ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
+        use futures::StreamExt;
+        let inner = Arc::clone(&self.inner);
+        let (puts_left, deletes_left) =
+            (Arc::clone(&self.puts_left), Arc::clone(&self.deletes_left));
+        // One delete at a time, each counted against the process's remaining life.
+        locations
+            .then(move |loc| {
+                let inner = Arc::clone(&inner);
+                let (puts_left, deletes_left) = (Arc::clone(&puts_left), Arc::clone(&deletes_left));
+                async move {
+                    let loc = loc?;
+                    if is_dead(&puts_left, &deletes_left) {
+                        return Self::fail("the process died");
+                    }
+                    let one = futures::stream::iter([Ok(loc)]).boxed();
+                    let r = inner.delete_stream(one).next().await;
+                    if deletes_left.load(Ordering::SeqCst) > 0 {
+                        deletes_left.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    r.unwrap_or_else(|| Self::fail("no delete result"))
+                }
+            })
+            .boxed()
     }
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.inner.list(prefix)

@@ -49,6 +49,7 @@ impl Server {
                 ("rw".to_string(), tidelake::sql::Role::Writer),
             ]),
             limits: Default::default(),
+            work: Default::default(),
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -1024,4 +1025,114 @@ async fn roles_are_checked_at_every_door() {
         !names.iter().any(|n| n == "fresh" || n == "r2"),
         "{names:?}"
     );
+}
+
+/// Every occurrence of `from` (as a little-endian i64) inside `bytes[range]`, one at a time,
+/// replaced by `to`.
+fn forgeries(bytes: &[u8], range: std::ops::Range<usize>, from: i64, to: i64) -> Vec<Vec<u8>> {
+    let needle = from.to_le_bytes();
+    range
+        .filter(|&i| bytes.get(i..i + 8) == Some(&needle[..]))
+        .map(|i| {
+            let mut forged = bytes.to_vec();
+            forged[i..i + 8].copy_from_slice(&to.to_le_bytes());
+            forged
+        })
+        .collect()
+}
+
+/// Sizes claimed by a request (IPC body and buffer lengths of bound parameters, 4 EiB or
+/// negative) are checked against the bytes received: InvalidArgument, and the server answers on.
+#[tokio::test]
+async fn forged_ipc_lengths_in_parameters_are_refused() {
+    use base64::Engine;
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    let token = handshake(&mut c, "jdbc", "pw").await.unwrap();
+    // 1000 Int64 values: the body and the data buffer are both 8000 bytes, a value found
+    // nowhere else in the stream's headers.
+    let schema = std::sync::Arc::new(Schema::new(vec![Field::new("$1", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(
+        std::sync::Arc::clone(&schema),
+        vec![std::sync::Arc::new(
+            arrow::array::Int64Array::from_iter_values(0..1000),
+        )],
+    )
+    .unwrap();
+    let mut stream = Vec::new();
+    {
+        let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut stream, &schema).unwrap();
+        w.write(&batch).unwrap();
+        w.finish().unwrap();
+    }
+    let header_end = stream.len() - 8000 - 8;
+    let mut tried = 0;
+    for claim in [1i64 << 62, -8] {
+        for forged in forgeries(&stream, 0..header_end, 8000, claim) {
+            let handle = serde_json::json!({
+                "user": "jdbc",
+                "sql": "SELECT $1",
+                "params": base64::engine::general_purpose::STANDARD.encode(&forged),
+            });
+            let ticket = arrow_flight::sql::TicketStatementQuery {
+                statement_handle: serde_json::to_vec(&handle).unwrap().into(),
+            };
+            let ticket = arrow_flight::Ticket::new(ticket.as_any().encode_to_vec());
+            let err = match c.do_get(authed(ticket, &token)).await {
+                Ok(resp) => resp
+                    .into_inner()
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .expect_err("a forged parameter stream is refused"),
+                Err(e) => e,
+            };
+            assert_eq!(err.code(), Code::InvalidArgument, "{claim}: {err}");
+            tried += 1;
+        }
+    }
+    assert!(tried >= 4, "both lengths forged both ways ({tried})");
+
+    // The same lies in a DoPut of parameters.
+    let (prepared, _) = prepare(&mut c, &token, "SELECT $1").await.unwrap();
+    let descriptor = cmd(CommandPreparedStatementQuery {
+        prepared_statement_handle: prepared.prepared_statement_handle.clone(),
+    });
+    let messages: Vec<arrow_flight::FlightData> =
+        arrow_flight::encode::FlightDataEncoderBuilder::new()
+            .with_flight_descriptor(Some(descriptor))
+            .build(futures::stream::iter([Ok(batch)]))
+            .try_collect()
+            .await
+            .unwrap();
+    let data = messages.last().unwrap();
+    let mut refused = 0;
+    for claim in [1i64 << 62, -8] {
+        let header = data.data_header.to_vec();
+        for forged in forgeries(&header, 0..header.len(), 8000, claim) {
+            let mut msgs = messages.clone();
+            msgs.last_mut().unwrap().data_header = forged.into();
+            let result = match c.do_put(authed(futures::stream::iter(msgs), &token)).await {
+                Ok(resp) => resp.into_inner().try_collect::<Vec<_>>().await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            // The buffer length is checked; the body length a DoPut message claims is unused.
+            if let Err(e) = result {
+                assert_eq!(e.code(), Code::InvalidArgument, "{claim}: {e}");
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused >= 2, "forged buffer lengths refused ({refused})");
+    // Still serving.
+    let (prepared, _) = prepare(&mut c, &token, "SELECT 1").await.unwrap();
+    let rows = fetch(
+        &mut c,
+        &token,
+        cmd(CommandPreparedStatementQuery {
+            prepared_statement_handle: prepared.prepared_statement_handle,
+        }),
+    )
+    .await;
+    assert_eq!(rows[0].num_rows(), 1);
+    server.stop().await;
 }

@@ -110,16 +110,20 @@ class ServerStartError(Exception):
     pass
 
 
-def start_server(warehouse, port=0, label="server"):
+def start_server(warehouse, port=0, label="server", config=None, env_extra=None):
     """Starts `tidelake serve` on `warehouse` (127.0.0.1:`port`, 0 = any free port) as user alice and waits
-    for its listening line. Raises ServerStartError (with the server's stderr) when it does not announce."""
+    for its listening line. Raises ServerStartError (with the server's stderr) when it does not announce.
+    `config` is the path of a TOML config (its users replace alice)."""
     binary = _binary()
     if not binary.exists():
         pytest.fail(f"tidelake binary not found at {binary} (set TIDELAKE_BIN)", pytrace=False)
-    env = dict(os.environ, TIDELAKE_USER=USER, TIDELAKE_PASSWORD=PASSWORD)
+    env = dict(os.environ, TIDELAKE_USER=USER, TIDELAKE_PASSWORD=PASSWORD, **(env_extra or {}))
     env.setdefault("RUST_BACKTRACE", "1")
+    args = [str(binary), "serve", "--warehouse", str(warehouse), "--listen", f"127.0.0.1:{port}"]
+    if config is not None:
+        args += ["--config", str(config)]
     proc = subprocess.Popen(
-        [str(binary), "serve", "--warehouse", str(warehouse), "--listen", f"127.0.0.1:{port}"],
+        args,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(REPO),
         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
     )
@@ -173,12 +177,13 @@ def server_factory(tmp_path):
     to restart it there). Every one still running is stopped after the test."""
     started = []
 
-    def start(warehouse=None, port=0):
+    def start(warehouse=None, port=0, config=None, env_extra=None):
         wh = warehouse if warehouse is not None else tmp_path / f"warehouse-{len(started)}"
         deadline = time.monotonic() + 30
         while True:  # a port just released by a killed server may take a moment to bind again
             try:
-                srv = start_server(wh, port=port, label=f"extra server {len(started) + 1}")
+                srv = start_server(wh, port=port, label=f"extra server {len(started) + 1}", config=config,
+                                   env_extra=env_extra)
                 break
             except ServerStartError:
                 if not port or time.monotonic() > deadline:
