@@ -363,6 +363,13 @@ impl Catalog {
     }
 
     pub async fn load_table(&self, id: &Identifier) -> Result<Table> {
+        // No directory has a longer name (the storage would answer "file name too long").
+        if id.database.len() > 255 || id.table.len() > 255 {
+            return NotFoundSnafu {
+                message: format!("table '{id}' does not exist"),
+            }
+            .fail();
+        }
         let path = Self::table_path(id);
         let sm = SchemaManager::new(self.io.clone(), path.clone());
         match sm.latest().await? {

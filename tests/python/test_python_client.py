@@ -103,6 +103,12 @@ def test_error_classification_of_both_transports():
     e = adbc_driver_manager.OperationalError("ABORTED: [FlightSQL] commit conflict (Conflict; ExecuteUpdate)",
                                              status_code=adbc_driver_manager.AdbcStatusCode.IO)
     assert isinstance(map_error(e), tidelake.ConflictError)
+    # ADBC has no status for RESOURCE_EXHAUSTED (it says INTERNAL); the gRPC code in the suffix wins.
+    e = adbc_driver_manager.InternalError(
+        "INTERNAL: [FlightSQL] statement exceeded the query timeout of 3s (ResourceExhausted; DoGet: endpoint 0: [])",
+        status_code=adbc_driver_manager.AdbcStatusCode.INTERNAL)
+    m = map_error(e)
+    assert isinstance(m, tidelake.errors.ResourceExhaustedError) and str(m) == "statement exceeded the query timeout of 3s"
     # Not a transport error: left alone.
     e = TypeError("bad argument")
     assert map_error(e) is e

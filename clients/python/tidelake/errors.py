@@ -135,8 +135,19 @@ _FLIGHT_RE = re.compile(r"Flight returned ([a-z ]+?) error, with message: (.*)",
 # CANCELLED has its own wording: "Flight cancelled call, with message: <server message>".
 _FLIGHT_CANCELLED_RE = re.compile(r"Flight cancelled call, with message: (.*)", re.S)
 _DEBUG_CONTEXT_RE = re.compile(r"\. gRPC client debug context: ([A-Z_]+):", re.S)
-# ADBC: "NOT_FOUND: [FlightSQL] table 'db.t' does not exist (NotFound; Prepare)"
-_ADBC_RE = re.compile(r"^([A-Z_]+): (?:\[FlightSQL\] )?(.*?)(?: \([A-Za-z]+; [A-Za-z]+\))?$", re.S)
+# ADBC: "NOT_FOUND: [FlightSQL] table 'db.t' does not exist (NotFound; Prepare)". The prefix is ADBC's own
+# status (gRPC codes it has no status for, such as RESOURCE_EXHAUSTED, become INTERNAL); the suffix names the
+# gRPC code, which wins.
+_ADBC_RE = re.compile(r"^([A-Z_]+): (?:\[FlightSQL\] )?(.*)$", re.S)
+_ADBC_SUFFIX_RE = re.compile(r" \(([A-Z][A-Za-z]+); [^\n]*\)$")
+
+
+def _grpc_code_name(camel: str) -> str:
+    """``ResourceExhausted`` -> ``RESOURCE_EXHAUSTED`` (gRPC-Go spells CANCELLED ``Canceled``)."""
+    name = re.sub(r"(?<!^)(?=[A-Z])", "_", camel).upper()
+    return "CANCELLED" if name == "CANCELED" else name
+
+
 # adbc_driver_manager.AdbcStatusCode values -> gRPC code names (when the message names none).
 _ADBC_STATUS = {2: "UNIMPLEMENTED", 3: "NOT_FOUND", 4: "ALREADY_EXISTS", 5: "INVALID_ARGUMENT",
                 6: "FAILED_PRECONDITION", 7: "INVALID_ARGUMENT", 9: "INTERNAL", 10: "UNAVAILABLE",
@@ -148,10 +159,12 @@ def classify(exc: BaseException) -> Optional[Tuple[str, str]]:
     text = str(exc)
     status = getattr(exc, "status_code", None)
     if status is not None and type(exc).__module__.startswith("adbc_driver_manager"):
-        m = _ADBC_RE.match(text)
+        suffix = _ADBC_SUFFIX_RE.search(text)
+        grpc = _grpc_code_name(suffix.group(1)) if suffix else None
+        m = _ADBC_RE.match(text[:suffix.start()] if suffix else text)
         if m and m.group(1) in _BY_CODE:
-            return m.group(1), m.group(2)
-        return _ADBC_STATUS.get(int(status), "UNKNOWN"), text
+            return (grpc if grpc in _BY_CODE else m.group(1)), m.group(2)
+        return (grpc if grpc in _BY_CODE else _ADBC_STATUS.get(int(status), "UNKNOWN")), text
     m = _FLIGHT_RE.search(text)
     cancelled = None if m else _FLIGHT_CANCELLED_RE.search(text)
     if m or cancelled:
