@@ -4,12 +4,15 @@
 //!
 //! ```text
 //!  main.rs (CLI)
+//!  server/      Flight SQL service: auth, one Status mapping, IPC checks; calls run on work threads
+//!  sql/         DataFusion: statements, limits on their size and depth, capped functions
 //!  catalog/     databases and tables of a warehouse
 //!  table/       write (route rows to buckets) · commit · scan planning · merged read
 //!  lsm/         per-bucket sorted write buffer and merge engines (sync, no IO)
 //!  schema/ snapshot/ manifest/   managers of the versioned files of one table
 //!  io/          storage access, durable writes, the write-once primitive
 //!  spec/        on-disk format types and codecs (no IO)
+//!  runtime.rs   the IO runtime and the work threads (the only place that builds runtimes)
 //! ```
 
 pub mod catalog;

@@ -356,8 +356,22 @@ impl SqlEngine {
     }
 
     /// [`Self::describe`] with parameters bound (a result type may depend on them, as in
-    /// `SELECT $1`).
+    /// `SELECT $1`). Planning runs under the query timeout.
     pub async fn describe_with(
+        &self,
+        session: &SqlSession,
+        sql: &str,
+        bound: &[ScalarValue],
+    ) -> Result<(StatementKind, SchemaRef, SchemaRef)> {
+        match self.limits.query_timeout {
+            Some(limit) => tokio::time::timeout(limit, self.describe_untimed(session, sql, bound))
+                .await
+                .unwrap_or_else(|_| Err(timeout_error(limit))),
+            None => self.describe_untimed(session, sql, bound).await,
+        }
+    }
+
+    async fn describe_untimed(
         &self,
         session: &SqlSession,
         sql: &str,

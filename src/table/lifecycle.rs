@@ -115,37 +115,20 @@ impl Table {
         &self,
         s: &Snapshot,
     ) -> Result<(HashSet<(Vec<u8>, i32, String)>, HashSet<String>)> {
-        let mm = self.manifest_manager();
-        let files = mm
+        let files = self
+            .manifest_manager()
             .live_entries(s)
             .await?
             .into_iter()
             .map(|e| (e.partition, e.bucket, e.file.file_name))
             .collect();
-        let mut manifests = HashSet::new();
-        for list in [
-            Some(&s.base_manifest_list),
-            Some(&s.delta_manifest_list),
-            s.changelog_manifest_list.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            manifests.insert(list.clone());
-            for m in mm.read_manifest_list(list).await? {
-                manifests.insert(m.file_name);
-            }
-        }
+        let manifests = self.manifests_of(s, false).await?.into_iter().collect();
         Ok((files, manifests))
     }
 
-    /// Lists and manifests of `s` that `keep` does not hold (of an expiring snapshot: lists a
-    /// killed run already removed name nothing more).
-    async fn unreferenced_manifests(
-        &self,
-        s: &Snapshot,
-        keep: &HashSet<String>,
-    ) -> Result<Vec<String>> {
+    /// The manifest lists of `s` and the manifests they name; with `tolerate_missing`, a list
+    /// that is gone (a cleanup a killed run already did) names nothing.
+    async fn manifests_of(&self, s: &Snapshot, tolerate_missing: bool) -> Result<Vec<String>> {
         let mm = self.manifest_manager();
         let mut out = Vec::new();
         for list in [
@@ -156,15 +139,28 @@ impl Table {
         .into_iter()
         .flatten()
         {
-            if !keep.contains(list) {
-                out.push(list.clone());
-            }
-            for m in present(mm.read_manifest_list(list).await)?.unwrap_or_default() {
-                if !keep.contains(&m.file_name) {
-                    out.push(m.file_name);
-                }
-            }
+            out.push(list.clone());
+            let metas = match mm.read_manifest_list(list).await {
+                Err(e) if tolerate_missing && e.kind() == ErrorKind::NotFound => vec![],
+                r => r?,
+            };
+            out.extend(metas.into_iter().map(|m| m.file_name));
         }
+        Ok(out)
+    }
+
+    /// Lists and manifests of an expiring snapshot `s` that `keep` does not hold.
+    async fn unreferenced_manifests(
+        &self,
+        s: &Snapshot,
+        keep: &HashSet<String>,
+    ) -> Result<Vec<String>> {
+        let mut out: Vec<String> = self
+            .manifests_of(s, true)
+            .await?
+            .into_iter()
+            .filter(|m| !keep.contains(m))
+            .collect();
         out.sort();
         out.dedup();
         Ok(out)
