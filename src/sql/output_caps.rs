@@ -55,7 +55,7 @@ pub fn capped_context() -> datafusion::prelude::SessionContext {
         .collect();
     for f in wrapped {
         // Registering under an existing name replaces that function.
-        let _ = ctx.register_udf(f.as_ref().clone());
+        ctx.register_udf(f.as_ref().clone());
     }
     ctx
 }
