@@ -36,12 +36,15 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 /// Stack of an IO-runtime thread: handlers there only decode messages and forward streams.
 pub const IO_STACK_BYTES: usize = 8 * 1024 * 1024;
 
+/// How long a work thread waits at its end for its runtime's blocking tasks.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How long a work thread waits, after its call ended, for tasks the call spawned.
 pub const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Stack of a work thread (address space; only the pages a deep statement touches are used).
 /// [`crate::sql::limits`] keeps statements shallow enough for it, with a wide margin.
-pub const WORK_STACK_BYTES: usize = 256 * 1024 * 1024;
+pub const WORK_STACK_BYTES: usize = 64 * 1024 * 1024;
 
 /// The runtime `main` runs on.
 pub fn io_runtime() -> std::io::Result<tokio::runtime::Runtime> {
@@ -152,7 +155,7 @@ impl WorkPool {
     /// have (a cancelled operation finishing its cleanup, a commit in flight), at most
     /// [`DRAIN_GRACE`] after `job`.
     fn start(&self, threads: usize, job: Job) -> std::io::Result<()> {
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("tidelake-work".into())
             .stack_size(WORK_STACK_BYTES)
             .spawn(move || {
@@ -183,10 +186,13 @@ impl WorkPool {
                         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
                     }
                 });
-                // Blocking tasks still running (a file read of a cancelled scan) finish alone.
-                rt.shutdown_background();
-            })
-            .map(|_| ())
+                // Joins the runtime's threads (a blocking file read of a cancelled scan finishes
+                // first). Not `shutdown_background`: it detaches threads while they exit, and
+                // glibc then races to unmap a large stack the detaching thread still reads.
+                rt.shutdown_timeout(SHUTDOWN_WAIT);
+            })?;
+        reap(Some(handle));
+        Ok(())
     }
 
     fn threads(&self, admission: &Option<Admission>) -> usize {
@@ -307,6 +313,27 @@ impl WorkPool {
     }
 }
 
+/// Work threads started and not yet joined. They are joined once finished (joining a finished
+/// thread does not block), never detached: see [`WorkPool::start`].
+static STARTED: Mutex<Vec<std::thread::JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// Joins the finished work threads and records `new`.
+fn reap(new: Option<std::thread::JoinHandle<()>>) {
+    let finished: Vec<_> = {
+        // Poisoned only if a thread panicked while pushing; the list is still whole.
+        let mut started = STARTED.lock().unwrap_or_else(|p| p.into_inner());
+        let (finished, running) = std::mem::take(&mut *started)
+            .into_iter()
+            .partition(|h: &std::thread::JoinHandle<()>| h.is_finished());
+        *started = running;
+        started.extend(new);
+        finished
+    };
+    for h in finished {
+        let _ = h.join();
+    }
+}
+
 fn unreachable_closed() -> ! {
     // Both semaphores live as long as the pool and are never closed.
     panic!("a work-pool semaphore was closed")
@@ -368,7 +395,7 @@ mod tests {
     #[tokio::test]
     async fn a_deep_recursion_fits_a_work_thread() {
         fn depth(n: u64) -> u64 {
-            // 4 KiB per frame: 20,000 frames need 80 MiB, far beyond a default 2 MiB stack.
+            // 4 KiB per frame: 10,000 frames need 40 MiB, far beyond a default 2 MiB stack.
             let pad = std::hint::black_box([0u8; 4096]);
             if n == 0 {
                 pad[0] as u64
@@ -377,8 +404,8 @@ mod tests {
             }
         }
         let pool = WorkPool::default();
-        let r: Result<u64, String> = pool.run(None, async { Ok(depth(20_000)) }, as_string).await;
-        assert_eq!(r, Ok(20_000));
+        let r: Result<u64, String> = pool.run(None, async { Ok(depth(10_000)) }, as_string).await;
+        assert_eq!(r, Ok(10_000));
     }
 
     #[tokio::test]
