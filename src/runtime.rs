@@ -5,7 +5,7 @@
 //! - **Work threads** ([`WorkPool`]) run what a request costs: parsing, planning and executing SQL
 //!   (DataFusion), merges, Parquet encoding and decoding, ingest, compaction and the other
 //!   maintenance operations. Each call gets its own OS thread, with a stack large enough for the
-//!   statement limits of [`crate::sql::limits`], driving its own small runtime; the IO runtime
+//!   statement limits of the SQL layer, driving its own small runtime; the IO runtime
 //!   only forwards the call's results.
 //!
 //! Why a thread per call instead of one shared pool: the kernel's scheduler time-slices threads,
@@ -43,7 +43,7 @@ const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 pub const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Stack of a work thread (address space; only the pages a deep statement touches are used).
-/// [`crate::sql::limits`] keeps statements shallow enough for it, with a wide margin.
+/// The SQL layer's statement limits keep statements shallow enough for it, with a wide margin.
 pub const WORK_STACK_BYTES: usize = 64 * 1024 * 1024;
 
 /// The runtime `main` runs on.
@@ -365,9 +365,12 @@ where
     futures::stream::unfold(Some((stream, on_timeout)), move |state| async move {
         let (mut s, on_timeout) = state?;
         match tokio::time::timeout_at(deadline, s.next()).await {
-            Ok(Some(item)) => Some((item, Some((s, on_timeout)))),
+            // An item that arrives after the deadline (computed in one long poll) fails too.
+            Ok(Some(item)) if tokio::time::Instant::now() <= deadline => {
+                Some((item, Some((s, on_timeout))))
+            }
             Ok(None) => None,
-            Err(_) => Some((Err(on_timeout()), None)),
+            _ => Some((Err(on_timeout()), None)),
         }
     })
     .boxed()

@@ -141,10 +141,10 @@ fn checked_flight_data(
     let mut schema: Option<Schema> = None;
     input.map(move |r| {
         let fd = r?;
-        super::ipc::check_flight_data(&fd, schema.as_ref()).map_err(FlightError::DecodeError)?;
-        if super::ipc::is_schema(&fd) {
-            schema =
-                Some(super::ipc::decode_schema(&fd.data_header).map_err(FlightError::DecodeError)?);
+        if let Some(s) =
+            super::ipc::check_flight_data(&fd, schema.as_ref()).map_err(FlightError::DecodeError)?
+        {
+            schema = Some(s);
         }
         Ok(fd)
     })

@@ -24,10 +24,14 @@ pub const MAX_DECOMPRESSED_BYTES: i64 = 1024 * 1024 * 1024;
 const FREE_ROWS: i64 = 64 * 1024;
 
 /// Checks one FlightData message; `schema` is the stream's schema once its Schema message came.
-pub(crate) fn check_flight_data(fd: &FlightData, schema: Option<&Schema>) -> Result<(), String> {
+/// A Schema message's schema is returned (decoded once, here).
+pub(crate) fn check_flight_data(
+    fd: &FlightData,
+    schema: Option<&Schema>,
+) -> Result<Option<Schema>, String> {
     if fd.data_header.is_empty() {
         return if fd.data_body.is_empty() {
-            Ok(())
+            Ok(None)
         } else {
             Err("a message body without a header".into())
         };
@@ -35,13 +39,8 @@ pub(crate) fn check_flight_data(fd: &FlightData, schema: Option<&Schema>) -> Res
     check_message(&fd.data_header, &fd.data_body, schema)
 }
 
-/// Whether a FlightData message is a Schema message (its header parses).
-pub(crate) fn is_schema(fd: &FlightData) -> bool {
-    ipc::root_as_message(&fd.data_header).is_ok_and(|m| m.header_type() == MessageHeader::Schema)
-}
-
 /// Decodes a Schema message's schema, refusing (instead of panicking on) malformed ones.
-pub(crate) fn decode_schema(header: &[u8]) -> Result<Schema, String> {
+fn decode_schema(header: &[u8]) -> Result<Schema, String> {
     let msg = ipc::root_as_message(header).map_err(|e| format!("malformed IPC message: {e}"))?;
     let fb = msg
         .header_as_schema()
@@ -51,7 +50,11 @@ pub(crate) fn decode_schema(header: &[u8]) -> Result<Schema, String> {
         .map_err(|_| "malformed schema in an IPC message".to_string())
 }
 
-fn check_message(header: &[u8], body: &[u8], schema: Option<&Schema>) -> Result<(), String> {
+fn check_message(
+    header: &[u8],
+    body: &[u8],
+    schema: Option<&Schema>,
+) -> Result<Option<Schema>, String> {
     let msg = ipc::root_as_message(header).map_err(|e| format!("malformed IPC message: {e}"))?;
     let claimed = msg.bodyLength();
     if claimed < 0 || claimed as u64 > body.len() as u64 {
@@ -62,13 +65,13 @@ fn check_message(header: &[u8], body: &[u8], schema: Option<&Schema>) -> Result<
     }
     let v4 = msg.version() < MetadataVersion::V5;
     match msg.header_type() {
-        MessageHeader::NONE => Ok(()),
-        MessageHeader::Schema => decode_schema(header).map(|_| ()),
+        MessageHeader::NONE => Ok(None),
+        MessageHeader::Schema => decode_schema(header).map(Some),
         MessageHeader::RecordBatch => {
             let rb = msg.header_as_record_batch().ok_or("no record batch")?;
             let s = schema.ok_or("a record batch before the schema")?;
             let types: Vec<&DataType> = s.fields().iter().map(|f| f.data_type()).collect();
-            check_batch(rb, body, &types, v4)
+            check_batch(rb, body, &types, v4).map(|()| None)
         }
         MessageHeader::DictionaryBatch => {
             let d = msg
@@ -77,7 +80,7 @@ fn check_message(header: &[u8], body: &[u8], schema: Option<&Schema>) -> Result<
             let rb = d.data().ok_or("a dictionary batch without data")?;
             let s = schema.ok_or("a dictionary batch before the schema")?;
             let value = dictionary_value_type(s, d.id()).ok_or("an unknown dictionary id")?;
-            check_batch(rb, body, &[&value], v4)
+            check_batch(rb, body, &[&value], v4).map(|()| None)
         }
         other => Err(format!("unsupported IPC message type {other:?}")),
     }
@@ -348,9 +351,8 @@ pub(crate) fn check_ipc_stream(bytes: &[u8]) -> Result<(), String> {
             .get(pos..pos.saturating_add(body_len))
             .ok_or("an IPC message body longer than the stream")?;
         pos += body_len;
-        check_message(header, body, schema.as_ref())?;
-        if msg.header_type() == MessageHeader::Schema {
-            schema = Some(decode_schema(header)?);
+        if let Some(s) = check_message(header, body, schema.as_ref())? {
+            schema = Some(s);
         }
     }
 }
@@ -401,9 +403,12 @@ mod tests {
     async fn honest_messages_pass() {
         let msgs = messages().await;
         let schema = batch().schema();
-        assert!(is_schema(&msgs[0]));
-        for m in &msgs {
-            check_flight_data(m, Some(&schema)).unwrap();
+        assert_eq!(
+            check_flight_data(&msgs[0], None).unwrap().as_ref(),
+            Some(schema.as_ref())
+        );
+        for m in &msgs[1..] {
+            assert_eq!(check_flight_data(m, Some(&schema)).unwrap(), None);
         }
         let mut buf = Vec::new();
         {

@@ -40,8 +40,11 @@ pub fn check_size(sql: &str, what: &str) -> Result<()> {
 /// InvalidArgument when `stmt` nests expressions deeper than [`MAX_EXPRESSION_DEPTH`] or holds
 /// more than [`MAX_RELATIONS`] SELECTs and table references.
 pub(crate) fn check_shape(stmt: &Statement) -> Result<()> {
-    let mut shape = Shape::default();
-    match stmt.visit(&mut shape) {
+    check(stmt)
+}
+
+fn check(node: &impl Visit) -> Result<()> {
+    match node.visit(&mut Shape::default()) {
         ControlFlow::Continue(()) => Ok(()),
         ControlFlow::Break(message) => invalid!("{message}"),
     }
@@ -65,11 +68,7 @@ pub fn check_filter(text: &str) -> Result<()> {
 
 /// InvalidArgument when a stand-alone expression is too deep.
 pub(crate) fn check_expr(expr: &Expr) -> Result<()> {
-    let mut shape = Shape::default();
-    match expr.visit(&mut shape) {
-        ControlFlow::Continue(()) => Ok(()),
-        ControlFlow::Break(message) => invalid!("{message}"),
-    }
+    check(expr)
 }
 
 #[derive(Debug, Default)]

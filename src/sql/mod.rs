@@ -251,19 +251,8 @@ pub fn timeout_error(limit: Duration) -> Error {
 
 /// `out` ending with [`timeout_error`] at `deadline`.
 fn with_deadline(out: SqlOutput, deadline: tokio::time::Instant, limit: Duration) -> SqlOutput {
-    let stream = out.stream;
-    let timed = stream::unfold(Some(stream), move |state| async move {
-        let mut s = state?;
-        match tokio::time::timeout_at(deadline, s.next()).await {
-            // A batch that arrives after the deadline (computed in one long poll) fails too.
-            Ok(Some(item)) if tokio::time::Instant::now() <= deadline => Some((item, Some(s))),
-            Ok(None) => None,
-            _ => Some((Err(timeout_error(limit)), None)),
-        }
-    })
-    .boxed();
     SqlOutput {
-        stream: timed,
+        stream: crate::runtime::with_deadline(out.stream, deadline, move || timeout_error(limit)),
         ..out
     }
 }

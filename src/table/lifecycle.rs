@@ -140,9 +140,11 @@ impl Table {
         .flatten()
         {
             out.push(list.clone());
-            let metas = match mm.read_manifest_list(list).await {
-                Err(e) if tolerate_missing && e.kind() == ErrorKind::NotFound => vec![],
-                r => r?,
+            let read = mm.read_manifest_list(list).await;
+            let metas = if tolerate_missing {
+                present(read)?.unwrap_or_default()
+            } else {
+                read?
             };
             out.extend(metas.into_iter().map(|m| m.file_name));
         }
