@@ -16,6 +16,7 @@
 //! ```
 
 pub mod catalog;
+pub mod clock;
 pub mod error;
 pub mod io;
 pub mod lsm;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use tidelake::table::lifecycle::{parse_duration_millis, RollbackTarget};
+use tidelake::table::maintenance::{self, Outcome, Request};
 use tidelake::table::{Overwrite, SnapshotSelector, WriteOptions};
 use tidelake::{Catalog, Identifier, TableDefinition};
 
@@ -181,9 +181,12 @@ enum Command {
         retain_min: Option<i64>,
         #[arg(long)]
         retain_max: Option<i64>,
-        /// e.g. `1 h`, `30 min`, `0 ms`.
+        /// Keep snapshots younger than this, e.g. `1 h`, `30 min`, `0 ms`.
         #[arg(long)]
         older_than: Option<String>,
+        /// Expire at most this many snapshots in this run.
+        #[arg(long)]
+        max_deletes: Option<i64>,
     },
     /// Expire long-lived changelogs (a decoupled changelog lifecycle); unset limits keep all.
     ExpireChangelogs {
@@ -263,16 +266,25 @@ fn main() -> ExitCode {
     }
 }
 
-fn parse_pairs(pairs: &[String], what: &str) -> anyhow_like::Result<Vec<(String, String)>> {
-    pairs
+fn key_values(pairs: &[String], what: &str) -> anyhow_like::Result<Vec<(String, String)>> {
+    Ok(pairs
         .iter()
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => {
-                Ok((k.trim().to_string(), v.trim().to_string()))
-            }
-            _ => Err(format!("{what} '{p}' must look like KEY=VALUE").into()),
-        })
-        .collect()
+        .map(|p| maintenance::key_value(p, what))
+        .collect::<tidelake::Result<_>>()?)
+}
+
+/// Runs one maintenance request on `table` with a progress bar (Ctrl-C cancels it).
+async fn maintain(
+    catalog: Catalog,
+    table: &str,
+    request: Request,
+) -> anyhow_like::Result<(Identifier, Outcome)> {
+    request.validate()?;
+    let id = Identifier::parse(table)?;
+    let t = catalog.load_table(&id).await?;
+    let op = tidelake::table::progress::Operation::new();
+    let outcome = cli::progress::run(&op, request.run(&t, &op)).await?;
+    Ok((id, outcome))
 }
 
 /// The CLI's error: any displayable error, printed as one line.
@@ -334,7 +346,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 columns: TableDefinition::parse_columns(&schema)?,
                 primary_keys: primary_key,
                 partition_keys,
-                options: parse_pairs(&options, "option")?
+                options: key_values(&options, "option")?
                     .into_iter()
                     .collect::<BTreeMap<_, _>>(),
                 comment,
@@ -367,10 +379,9 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 if partitions.is_empty() {
                     Some(Overwrite::Table)
                 } else {
-                    Some(Overwrite::Partitions(cli::input::typed_partition_values(
-                        &t,
-                        &parse_pairs(&partitions, "partition")?,
-                    )?))
+                    Some(Overwrite::Partitions(
+                        t.partition_values(&key_values(&partitions, "partition")?)?,
+                    ))
                 }
             } else {
                 None
@@ -386,7 +397,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
         Command::Info { table } => {
             let catalog = open()?;
             let t = catalog.load_table(&Identifier::parse(&table)?).await?;
-            let info = tidelake::server::admin::table_info(&t).await?;
+            let info = maintenance::summary(&t).await?;
             println!(
                 "table {} (schema {}, latest snapshot {})",
                 info.table, info.schema_id, info.latest_snapshot_id
@@ -418,14 +429,12 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 database: id.database.clone(),
                 ..Default::default()
             };
-            engine
-                .execute_update(
-                    &session,
-                    &format!("ALTER TABLE {} {changes}", id.table),
-                    &[],
-                )
-                .await?;
-            println!("altered {id}");
+            let altered = engine.alter_table_with(&session, &id, &changes).await?;
+            println!(
+                "altered {} (schema {})",
+                altered.identifier(),
+                altered.schema().id
+            );
         }
         Command::Changelog {
             table,
@@ -484,8 +493,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 (None, None, Some(tag)) => SnapshotSelector::Tag(tag),
                 (None, None, None) => SnapshotSelector::Latest,
             };
-            let filter =
-                cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?;
+            let filter = t.partition_values(&key_values(&partitions, "partition")?)?;
             let plan = t
                 .new_scan()
                 .snapshot(selector)
@@ -509,19 +517,19 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             full,
             partitions,
         } => {
-            let catalog = open()?;
-            let id = Identifier::parse(&table)?;
-            let t = catalog.load_table(&id).await?;
-            let filter =
-                cli::input::typed_partition_values(&t, &parse_pairs(&partitions, "partition")?)?;
-            let op = tidelake::table::progress::Operation::new();
-            let report = cli::progress::run(&op, t.compact_with(full, filter, &op)).await?;
-            match report.snapshot_id {
-                Some(s) => println!(
-                    "compacted {} bucket(s) of {id}: {} files rewritten into {}; snapshot {s}",
-                    report.buckets_compacted, report.files_before, report.files_after
-                ),
-                None => println!("{id} needs no compaction"),
+            let request = Request::Compact(maintenance::Compact {
+                full,
+                partitions: key_values(&partitions, "partition")?,
+            });
+            let (id, outcome) = maintain(open()?, &table, request).await?;
+            if let Outcome::Compacted(report) = outcome {
+                match report.snapshot_id {
+                    Some(s) => println!(
+                        "compacted {} bucket(s) of {id}: {} files rewritten into {}; snapshot {s}",
+                        report.buckets_compacted, report.files_before, report.files_after
+                    ),
+                    None => println!("{id} needs no compaction"),
+                }
             }
         }
         Command::ExpireChangelogs {
@@ -532,24 +540,17 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             max_deletes,
             delete_all,
         } => {
-            let t = open()?.load_table(&Identifier::parse(&table)?).await?;
-            let older_than = match older_than {
-                Some(v) => {
-                    Some(parse_duration_millis(&v).ok_or(format!("invalid duration '{v}'"))?)
-                }
-                None => None,
-            };
-            let op = tidelake::table::progress::Operation::new();
-            let expiry = tidelake::table::changelog_lifecycle::ChangelogExpiry::from_arguments(
+            let request = Request::ExpireChangelogs(maintenance::ExpireChangelogs {
                 retain_max,
                 retain_min,
                 older_than,
                 max_deletes,
                 delete_all,
-            );
-            let report = cli::progress::run(&op, t.expire_changelogs_with(expiry, &op)).await?;
+            });
+            let (id, outcome) = maintain(open()?, &table, request).await?;
+            let report = outcome.cleanup();
             println!(
-                "expired {} changelog(s) {:?}, deleted {} file(s)",
+                "expired {} changelog(s) of {id} {:?}, deleted {} file(s)",
                 report.snapshots.len(),
                 report.snapshots,
                 report.files.len()
@@ -560,23 +561,18 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             retain_min,
             retain_max,
             older_than,
+            max_deletes,
         } => {
-            let t = open()?.load_table(&Identifier::parse(&table)?).await?;
-            let mut r = t.retention();
-            if let Some(v) = retain_min {
-                r.min_retained = v.max(1);
-            }
-            if let Some(v) = retain_max {
-                r.max_retained = v;
-            }
-            if let Some(v) = older_than {
-                r.time_retained_millis =
-                    parse_duration_millis(&v).ok_or(format!("invalid duration '{v}'"))?;
-            }
-            let op = tidelake::table::progress::Operation::new();
-            let report = cli::progress::run(&op, t.expire_snapshots_with(Some(r), &op)).await?;
+            let request = Request::ExpireSnapshots(maintenance::ExpireSnapshots {
+                retain_max,
+                retain_min,
+                older_than,
+                max_deletes,
+            });
+            let (id, outcome) = maintain(open()?, &table, request).await?;
+            let report = outcome.cleanup();
             println!(
-                "expired {} snapshot(s) {:?}, deleted {} file(s)",
+                "expired {} snapshot(s) of {id} {:?}, deleted {} file(s)",
                 report.snapshots.len(),
                 report.snapshots,
                 report.files.len()
@@ -588,9 +584,14 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 name,
                 snapshot_id,
             } => {
-                let t = open()?.load_table(&Identifier::parse(&table)?).await?;
-                let s = t.create_tag(&name, snapshot_id).await?;
-                println!("tagged snapshot {} of {table} as '{name}'", s.id);
+                let request = Request::CreateTag(maintenance::CreateTag {
+                    name: name.clone(),
+                    snapshot_id,
+                });
+                let (id, outcome) = maintain(open()?, &table, request).await?;
+                if let Outcome::Tagged(s) = outcome {
+                    println!("tagged snapshot {} of {id} as '{name}'", s.id);
+                }
             }
             TagAction::List { table } => {
                 let t = open()?.load_table(&Identifier::parse(&table)?).await?;
@@ -599,11 +600,11 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 }
             }
             TagAction::Delete { table, name } => {
-                let t = open()?.load_table(&Identifier::parse(&table)?).await?;
-                let report = t.delete_tag(&name).await?;
+                let request = Request::DeleteTag { name: name.clone() };
+                let (id, outcome) = maintain(open()?, &table, request).await?;
                 println!(
-                    "deleted tag '{name}' of {table} ({} file(s) removed)",
-                    report.files.len()
+                    "deleted tag '{name}' of {id} ({} file(s) removed)",
+                    outcome.cleanup().files.len()
                 );
             }
         },
@@ -612,15 +613,11 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             snapshot_id,
             tag,
         } => {
-            let t = open()?.load_table(&Identifier::parse(&table)?).await?;
-            let target = match (snapshot_id, tag) {
-                (Some(id), _) => RollbackTarget::Snapshot(id),
-                (None, Some(tag)) => RollbackTarget::Tag(tag),
-                (None, None) => return Err("give --snapshot-id or --tag".into()),
-            };
-            let report = t.rollback_to(target).await?;
+            let request = Request::Rollback(maintenance::rollback_target(snapshot_id, tag)?);
+            let (id, outcome) = maintain(open()?, &table, request).await?;
+            let report = outcome.cleanup();
             println!(
-                "rolled back {table}: removed snapshot(s) {:?} and {} file(s)",
+                "rolled back {id}: removed snapshot(s) {:?} and {} file(s)",
                 report.snapshots,
                 report.files.len()
             );
@@ -630,13 +627,12 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             older_than,
             delete,
         } => {
-            let t = open()?.load_table(&Identifier::parse(&table)?).await?;
-            let age = parse_duration_millis(&older_than)
-                .ok_or(format!("invalid duration '{older_than}'"))?;
-            let op = tidelake::table::progress::Operation::new();
-            let older_than = tidelake::catalog::now_millis() - age;
-            let work = t.remove_orphan_files_with(older_than, !delete, &op);
-            let report = cli::progress::run(&op, work).await?;
+            let request = Request::RemoveOrphans(maintenance::RemoveOrphans {
+                older_than: Some(older_than),
+                dry_run: !delete,
+            });
+            let (_, outcome) = maintain(open()?, &table, request).await?;
+            let report = outcome.cleanup();
             for f in &report.files {
                 println!("{f}");
             }

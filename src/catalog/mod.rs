@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::clock::Clock;
 use crate::error::{AlreadyExistsSnafu, InvalidArgumentSnafu, NotFoundSnafu, Result};
 use crate::io::FileIo;
 use crate::schema::SchemaManager;
@@ -250,11 +251,26 @@ impl TableDefinition {
 #[derive(Debug, Clone)]
 pub struct Catalog {
     io: FileIo,
+    clock: Clock,
 }
 
 impl Catalog {
     pub fn new(io: FileIo) -> Self {
-        Self { io }
+        Self {
+            io,
+            clock: Clock::system(),
+        }
+    }
+
+    /// The catalog, and every table it loads, reading time from `clock`.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The clock commits and retention read.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// Opens the warehouse at `uri` (a directory, `file://...` or `memory://`).
@@ -343,11 +359,11 @@ impl Catalog {
     ) -> Result<Table> {
         validate_name("database", &id.database)?;
         validate_name("table", &id.table)?;
-        let now = now_millis();
+        let now = self.clock.now_millis();
         let schema = def.to_schema(now)?;
         // Everything the schema implies (keys, buckets, merge-engine options) must be valid before
         // the table exists.
-        crate::table::TableLayout::new(std::sync::Arc::new(schema.clone()))?;
+        crate::schema::layout::TableLayout::new(std::sync::Arc::new(schema.clone()))?;
         self.create_database(&id.database, true).await?;
         let sm = SchemaManager::new(self.io.clone(), Self::table_path(id));
         if !sm.list_ids().await?.is_empty() || !sm.create(&schema).await? {
@@ -373,7 +389,13 @@ impl Catalog {
         let path = Self::table_path(id);
         let sm = SchemaManager::new(self.io.clone(), path.clone());
         match sm.latest().await? {
-            Some(schema) => Ok(Table::new(self.io.clone(), id.clone(), path, schema)),
+            Some(schema) => Ok(Table::new(
+                self.io.clone(),
+                id.clone(),
+                path,
+                schema,
+                self.clock.clone(),
+            )),
             None => NotFoundSnafu {
                 message: format!("table '{id}' does not exist"),
             }
@@ -388,7 +410,8 @@ impl Catalog {
         changes: &[crate::schema::change::SchemaChange],
     ) -> Result<Table> {
         let sm = SchemaManager::new(self.io.clone(), Self::table_path(id));
-        sm.commit(&id.to_string(), changes).await?;
+        sm.commit(&id.to_string(), changes, self.clock.now_millis())
+            .await?;
         self.load_table(id).await
     }
 
@@ -434,12 +457,4 @@ impl Catalog {
         }
         self.io.delete_dir(&path).await
     }
-}
-
-/// Wall-clock time in epoch milliseconds.
-pub fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

@@ -1,16 +1,14 @@
 //! Reading input files (Parquet, CSV with a header, JSON lines) into batches shaped for a table,
-//! and typing `KEY=VALUE` partition arguments.
+//! shaped by the table writer that validates every row.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{Array, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType as ArrowType, Field, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use tidelake::spec::binary_row::Datum;
-use tidelake::spec::{DataType, TypeRoot};
 use tidelake::Table;
 
 use crate::anyhow_like::Result;
@@ -80,7 +78,7 @@ pub(crate) fn read_file(
                 .map_err(|e| format!("{shown}: {e}"))?;
             reader
                 .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(|e| format!("{shown}: {e}"))?
+                .map_err(|e| format!("{shown}: {}", csv_column_named(&e.to_string(), &names)))?
         }
         "json" | "jsonl" | "ndjson" => {
             let mut names: Vec<String> = table_schema
@@ -110,60 +108,45 @@ pub(crate) fn read_file(
     Ok(batches)
 }
 
-/// Types `KEY=VALUE` partition arguments with the partition columns' types.
-pub(crate) fn typed_partition_values(
-    table: &Table,
-    pairs: &[(String, String)],
-) -> Result<Vec<(String, Datum)>> {
-    let schema = table.schema();
-    pairs
-        .iter()
-        .map(|(k, v)| {
-            if !schema.partition_keys.contains(k) {
-                return Err(format!(
-                    "'{k}' is not a partition key of table {}",
-                    table.identifier()
-                )
-                .into());
-            }
-            let field = schema.field(k).ok_or_else(|| format!("no column '{k}'"))?;
-            Ok((
-                k.clone(),
-                parse_datum(v, &field.data_type).map_err(|e| format!("partition {k}: {e}"))?,
-            ))
-        })
-        .collect()
+/// arrow's CSV errors name a column by its index (`for column 2`); the header's name says more.
+fn csv_column_named(message: &str, names: &[String]) -> String {
+    const MARK: &str = "for column ";
+    let Some(at) = message.find(MARK) else {
+        return message.to_string();
+    };
+    let digits_at = at + MARK.len();
+    let digits: String = message[digits_at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    match digits.parse::<usize>().ok().and_then(|i| names.get(i)) {
+        Some(name) => format!(
+            "{}for column '{name}'{}",
+            &message[..at],
+            &message[digits_at + digits.len()..]
+        ),
+        None => message.to_string(),
+    }
 }
 
-fn parse_datum(s: &str, ty: &DataType) -> std::result::Result<Datum, String> {
-    let bad = || format!("'{s}' is not a valid {ty}");
-    Ok(match ty.root {
-        TypeRoot::Boolean => Datum::Boolean(s.parse().map_err(|_| bad())?),
-        TypeRoot::TinyInt => Datum::TinyInt(s.parse().map_err(|_| bad())?),
-        TypeRoot::SmallInt => Datum::SmallInt(s.parse().map_err(|_| bad())?),
-        TypeRoot::Int => Datum::Int(s.parse().map_err(|_| bad())?),
-        TypeRoot::BigInt => Datum::BigInt(s.parse().map_err(|_| bad())?),
-        TypeRoot::Float => Datum::Float(s.parse().map_err(|_| bad())?),
-        TypeRoot::Double => Datum::Double(s.parse().map_err(|_| bad())?),
-        TypeRoot::Char(_) | TypeRoot::VarChar(_) => Datum::String(s.to_string()),
-        TypeRoot::Date => {
-            let d = chrono_date(s).ok_or_else(bad)?;
-            Datum::Date(d)
-        }
-        _ => {
-            return Err(format!(
-                "partition values of type {ty} cannot be given on the command line yet"
-            ))
-        }
-    })
-}
+#[cfg(test)]
+mod tests {
+    use super::csv_column_named;
 
-fn chrono_date(s: &str) -> Option<i32> {
-    let arr = arrow::compute::cast(
-        &arrow::array::StringArray::from(vec![s]),
-        &ArrowType::Date32,
-    )
-    .ok()?;
-    let d = arr.as_any().downcast_ref::<arrow::array::Date32Array>()?;
-    (d.null_count() == 0).then(|| d.value(0))
+    #[test]
+    fn csv_errors_name_the_column() {
+        let names = vec!["id".to_string(), "v".to_string(), "n".to_string()];
+        assert_eq!(
+            csv_column_named(
+                "Parser error: Error while parsing value 'abc' as type 'Int64' for column 2 at line 3",
+                &names
+            ),
+            "Parser error: Error while parsing value 'abc' as type 'Int64' for column 'n' at line 3"
+        );
+        assert_eq!(csv_column_named("other", &names), "other");
+        assert_eq!(
+            csv_column_named("x for column 9 y", &names),
+            "x for column 9 y"
+        );
+    }
 }

@@ -171,7 +171,7 @@ pub fn apply(
         apply_one(&mut next, table, change)?;
     }
     // Whatever the schema now implies (keys, buckets, merge-engine options) must hold.
-    crate::table::TableLayout::new(std::sync::Arc::new(next.clone()))?;
+    super::layout::TableLayout::new(std::sync::Arc::new(next.clone()))?;
     Ok(next)
 }
 

@@ -1,8 +1,12 @@
 //! The schema manager: the versioned `schema/schema-N` files of one table, and schema evolution
 //! (`change`): the next version is written with create-if-absent, so concurrent ALTERs never
-//! overwrite each other.
+//! overwrite each other. `layout` derives what a schema version implies for rows (keys,
+//! buckets, merge engine, file schema); a schema change is valid only if its layout is.
 
 pub mod change;
+pub mod layout;
+
+pub use layout::TableLayout;
 
 use bytes::Bytes;
 use snafu::ResultExt;
@@ -78,6 +82,7 @@ impl SchemaManager {
         &self,
         table: &str,
         changes: &[change::SchemaChange],
+        now_millis: i64,
     ) -> Result<TableSchema> {
         for _ in 0..20 {
             let Some(latest) = self.latest().await? else {
@@ -86,7 +91,7 @@ impl SchemaManager {
                 }
                 .fail();
             };
-            let next = change::apply(&latest, table, changes, crate::catalog::now_millis())?;
+            let next = change::apply(&latest, table, changes, now_millis)?;
             if self.create(&next).await? {
                 return Ok(next);
             }

@@ -24,10 +24,13 @@ use tidelake_client::admin::{
 use tonic::Status;
 
 use super::status::{invalid, to_status};
-use crate::catalog::{now_millis, Identifier};
+use crate::catalog::Identifier;
 use crate::sql::{Role, SqlEngine, SqlSession};
-use crate::table::changelog_lifecycle::ChangelogExpiry;
-use crate::table::lifecycle::{parse_duration_millis, CleanupReport, RollbackTarget};
+use crate::table::lifecycle::CleanupReport;
+use crate::table::maintenance::{
+    key_value, rollback_target, Compact, CreateTag, ExpireChangelogs, ExpireSnapshots, Outcome,
+    RemoveOrphans, Request,
+};
 use crate::table::progress::{Operation, Progress};
 use crate::table::Table;
 
@@ -115,7 +118,7 @@ impl Operations {
             action: action.to_string(),
             table: table.identifier().to_string(),
             user: user.to_string(),
-            started_millis: now_millis(),
+            started_millis: table.clock().now_millis(),
             ..Default::default()
         };
         self.lock().insert(
@@ -278,11 +281,6 @@ fn cleanup(r: CleanupReport) -> Vec<u8> {
     .encode_to_vec()
 }
 
-fn duration(v: &str) -> Result<i64, Status> {
-    parse_duration_millis(v)
-        .ok_or_else(|| invalid(format!("invalid duration '{v}' (use e.g. '1 h', '30 min')")))
-}
-
 async fn tags(table: &Table) -> Result<Vec<u8>, Status> {
     let tags = table.list_tags().await.map_err(to_status)?;
     Ok(TagList {
@@ -298,43 +296,29 @@ async fn tags(table: &Table) -> Result<Vec<u8>, Status> {
     .encode_to_vec())
 }
 
-/// Schema, latest snapshot and per-bucket file statistics of a table.
+/// A table's summary ([`crate::table::maintenance::summary`]) as the `TableInfo` message.
 pub async fn table_info(table: &Table) -> crate::error::Result<TableInfo> {
-    let plan = table.new_scan().all_levels().plan().await?;
-    let mut info = TableInfo {
-        table: table.identifier().to_string(),
-        schema_json: serde_json::to_string_pretty(table.schema().as_ref()).map_err(|e| {
-            crate::error::InternalSnafu {
-                message: format!("encoding the schema of {}: {e}", table.identifier()),
-            }
-            .build()
-        })?,
-        schema_id: table.schema().id,
-        latest_snapshot_id: plan.snapshot.as_ref().map_or(0, |s| s.id),
-        ..Default::default()
-    };
-    let root = format!("{}/", table.path());
-    for split in plan.splits {
-        let dir = table.bucket_dir(&split.partition, split.bucket)?;
-        let partition = dir
-            .strip_prefix(&root)
-            .unwrap_or(&dir)
-            .trim_end_matches(&format!("bucket-{}", split.bucket))
-            .trim_end_matches('/')
-            .to_string();
-        let b = BucketInfo {
-            partition,
-            bucket: split.bucket,
-            files: split.files.len() as i64,
-            sorted_runs: crate::lsm::levels::sorted_runs(&split.files).len() as i64,
-            rows: split.files.iter().map(|f| f.row_count).sum(),
-            bytes: split.files.iter().map(|f| f.file_size).sum(),
-        };
-        info.total_rows += b.rows;
-        info.total_bytes += b.bytes;
-        info.buckets.push(b);
-    }
-    Ok(info)
+    let s = crate::table::maintenance::summary(table).await?;
+    Ok(TableInfo {
+        table: s.table,
+        schema_json: s.schema_json,
+        schema_id: s.schema_id,
+        latest_snapshot_id: s.latest_snapshot_id,
+        buckets: s
+            .buckets
+            .into_iter()
+            .map(|b| BucketInfo {
+                partition: b.partition,
+                bucket: b.bucket,
+                files: b.files,
+                sorted_runs: b.sorted_runs,
+                rows: b.rows,
+                bytes: b.bytes,
+            })
+            .collect(),
+        total_rows: s.total_rows,
+        total_bytes: s.total_bytes,
+    })
 }
 
 /// Who asks, and where operations are registered.
@@ -387,6 +371,68 @@ pub async fn run(
     })
 }
 
+/// A long action's request, as the maintenance core's [`Request`]: the table it names, whether
+/// the caller wants progress, and the request.
+fn long_request(name: &str, body: &[u8]) -> Result<(String, bool, Request), Status> {
+    Ok(match name {
+        "compact" => {
+            let req: CompactRequest = decode(body, "CompactRequest")?;
+            let partitions = req
+                .partitions
+                .iter()
+                .map(|p| key_value(p, "partition"))
+                .collect::<crate::error::Result<_>>()
+                .map_err(to_status)?;
+            let compact = Compact {
+                full: req.full,
+                partitions,
+            };
+            (req.table, req.report_progress, Request::Compact(compact))
+        }
+        "expire_snapshots" => {
+            let req: ExpireSnapshotsRequest = decode(body, "ExpireSnapshotsRequest")?;
+            let expire = ExpireSnapshots {
+                retain_max: req.retain_max,
+                retain_min: req.retain_min,
+                older_than: req.older_than,
+                max_deletes: None,
+            };
+            (
+                req.table,
+                req.report_progress,
+                Request::ExpireSnapshots(expire),
+            )
+        }
+        "expire_changelogs" => {
+            let req: ExpireChangelogsRequest = decode(body, "ExpireChangelogsRequest")?;
+            let expire = ExpireChangelogs {
+                retain_max: req.retain_max,
+                retain_min: req.retain_min,
+                older_than: req.older_than,
+                max_deletes: req.max_deletes,
+                delete_all: req.delete_all,
+            };
+            (
+                req.table,
+                req.report_progress,
+                Request::ExpireChangelogs(expire),
+            )
+        }
+        _ => {
+            let req: RemoveOrphanFilesRequest = decode(body, "RemoveOrphanFilesRequest")?;
+            let remove = RemoveOrphans {
+                older_than: req.older_than,
+                dry_run: !req.delete,
+            };
+            (
+                req.table,
+                req.report_progress,
+                Request::RemoveOrphans(remove),
+            )
+        }
+    })
+}
+
 /// Compaction, expiry and orphan removal: registered, cancellable, optionally reporting progress.
 async fn run_long(
     engine: &SqlEngine,
@@ -394,119 +440,38 @@ async fn run_long(
     name: &str,
     body: &[u8],
 ) -> Result<ResultStream, Status> {
-    let catalog = engine.catalog();
-    let load = |table: &str| {
-        let id = identifier(caller.session, table);
-        async move { catalog.load_table(&id?).await.map_err(to_status) }
+    let (table_name, report, request) = long_request(name, body)?;
+    request.validate().map_err(to_status)?;
+    let id = identifier(caller.session, &table_name)?;
+    let table = engine.catalog().load_table(&id).await.map_err(to_status)?;
+    let result = match request {
+        Request::Compact(_) => "CompactResult",
+        _ => "CleanupResult",
     };
-    let action = format!("tidelake.{name}");
-    // Each arm loads its table and packs the work; one call below runs it.
-    let (table, report, result, work): (Table, bool, &'static str, Work) = match name {
-        "compact" => {
-            let req: CompactRequest = decode(body, "CompactRequest")?;
-            let table = load(&req.table).await?;
-            let filter = partition_filter(&table, &req)?;
-            let (t, full) = (table.clone(), req.full);
-            let work: Work = Box::new(move |op: Operation| -> Task {
-                Box::pin(async move {
-                    let r = t.compact_with(full, filter, &op).await.map_err(to_status)?;
-                    Ok(CompactResult {
-                        buckets_compacted: r.buckets_compacted as i64,
-                        files_before: r.files_before as i64,
-                        files_after: r.files_after as i64,
-                        snapshot_id: r.snapshot_id.unwrap_or(0),
-                    }
-                    .encode_to_vec())
-                })
-            });
-            (table, req.report_progress, "CompactResult", work)
-        }
-        "expire_snapshots" => {
-            let req: ExpireSnapshotsRequest = decode(body, "ExpireSnapshotsRequest")?;
-            let table = load(&req.table).await?;
-            let mut r = table.retention();
-            if let Some(v) = req.retain_min {
-                r.min_retained = v.max(1);
+    let t = table.clone();
+    let work: Work = Box::new(move |op: Operation| -> Task {
+        Box::pin(async move {
+            match request.run(&t, &op).await.map_err(to_status)? {
+                Outcome::Compacted(r) => Ok(CompactResult {
+                    buckets_compacted: r.buckets_compacted as i64,
+                    files_before: r.files_before as i64,
+                    files_after: r.files_after as i64,
+                    snapshot_id: r.snapshot_id.unwrap_or(0),
+                }
+                .encode_to_vec()),
+                other => Ok(cleanup(other.cleanup())),
             }
-            if let Some(v) = req.retain_max {
-                r.max_retained = v.max(1);
-            }
-            if let Some(v) = &req.older_than {
-                r.time_retained_millis = duration(v)?;
-            }
-            let t = table.clone();
-            let work: Work = Box::new(move |op: Operation| -> Task {
-                Box::pin(async move {
-                    let report = t.expire_snapshots_with(Some(r), &op).await;
-                    Ok(cleanup(report.map_err(to_status)?))
-                })
-            });
-            (table, req.report_progress, "CleanupResult", work)
-        }
-        "expire_changelogs" => {
-            let req: ExpireChangelogsRequest = decode(body, "ExpireChangelogsRequest")?;
-            let table = load(&req.table).await?;
-            let older_than = req.older_than.as_deref().map(duration).transpose()?;
-            let expiry = ChangelogExpiry::from_arguments(
-                req.retain_max,
-                req.retain_min,
-                older_than,
-                req.max_deletes,
-                req.delete_all,
-            );
-            let t = table.clone();
-            let work: Work = Box::new(move |op: Operation| -> Task {
-                Box::pin(async move {
-                    let report = t.expire_changelogs_with(expiry, &op).await;
-                    Ok(cleanup(report.map_err(to_status)?))
-                })
-            });
-            (table, req.report_progress, "CleanupResult", work)
-        }
-        _ => {
-            let req: RemoveOrphanFilesRequest = decode(body, "RemoveOrphanFilesRequest")?;
-            let table = load(&req.table).await?;
-            let older_than = now_millis() - duration(req.older_than.as_deref().unwrap_or("1 d"))?;
-            let (t, dry_run) = (table.clone(), !req.delete);
-            let work: Work = Box::new(move |op: Operation| -> Task {
-                Box::pin(async move {
-                    let report = t.remove_orphan_files_with(older_than, dry_run, &op).await;
-                    Ok(cleanup(report.map_err(to_status)?))
-                })
-            });
-            (table, req.report_progress, "CleanupResult", work)
-        }
-    };
-    long_operation(caller, &action, &table, report, result, work).await
-}
-
-/// A compact request's `key=value` partitions as a partition filter of `table`.
-fn partition_filter(
-    table: &Table,
-    req: &CompactRequest,
-) -> Result<Vec<(String, crate::spec::binary_row::Datum)>, Status> {
-    let mut filter = Vec::new();
-    for p in &req.partitions {
-        let Some((k, v)) = p.split_once('=') else {
-            return Err(invalid(format!("partition '{p}' is not key=value")));
-        };
-        let k = k.trim();
-        let field = table
-            .schema()
-            .field(k)
-            .filter(|_| table.schema().partition_keys.iter().any(|p| p == k))
-            .ok_or_else(|| {
-                invalid(format!(
-                    "'{k}' is not a partition key of table {}",
-                    req.table
-                ))
-            })?;
-        let value = datafusion::common::ScalarValue::Utf8(Some(v.trim().to_string()));
-        let datum = crate::sql::scalar_to_datum(&value, &field.data_type)
-            .ok_or_else(|| invalid(format!("'{v}' is not a valid {}", field.data_type)))?;
-        filter.push((k.to_string(), datum));
-    }
-    Ok(filter)
+        })
+    });
+    long_operation(
+        caller,
+        &format!("tidelake.{name}"),
+        &table,
+        report,
+        result,
+        work,
+    )
+    .await
 }
 
 async fn run_known(
@@ -524,47 +489,38 @@ async fn run_known(
         "create_tag" | "delete_tag" | "list_tags" | "rollback" => {
             let req: TagRequest = decode(body, "TagRequest")?;
             let table = load(&req.table).await?;
-            match name {
-                "create_tag" => {
-                    if req.tag.is_empty() {
-                        return Err(invalid("create_tag needs a tag name"));
-                    }
-                    table
-                        .create_tag(&req.tag, req.snapshot_id)
-                        .await
-                        .map_err(to_status)?;
-                    tags(&table).await
-                }
-                "delete_tag" => Ok(cleanup(
-                    table.delete_tag(&req.tag).await.map_err(to_status)?,
-                )),
-                "list_tags" => tags(&table).await,
-                _ => {
-                    let target = match (req.snapshot_id, req.tag.is_empty()) {
-                        (Some(id), true) => RollbackTarget::Snapshot(id),
-                        (None, false) => RollbackTarget::Tag(req.tag),
-                        _ => {
-                            return Err(invalid("rollback needs a snapshot id or a tag, not both"))
-                        }
-                    };
-                    Ok(cleanup(table.rollback_to(target).await.map_err(to_status)?))
-                }
+            let request = match name {
+                "list_tags" => return tags(&table).await,
+                "create_tag" => Request::CreateTag(CreateTag {
+                    name: req.tag,
+                    snapshot_id: req.snapshot_id,
+                }),
+                "delete_tag" => Request::DeleteTag { name: req.tag },
+                _ => Request::Rollback(
+                    rollback_target(req.snapshot_id, Some(req.tag)).map_err(to_status)?,
+                ),
+            };
+            let outcome = request
+                .run(&table, &Operation::new())
+                .await
+                .map_err(to_status)?;
+            match outcome {
+                Outcome::Tagged(_) => tags(&table).await,
+                other => Ok(cleanup(other.cleanup())),
             }
         }
         "alter_table" => {
             let req: AlterTableRequest = decode(body, "AlterTableRequest")?;
             let id = identifier(session, &req.table)?;
-            let sql = format!("ALTER TABLE {} {}", quoted(&id), req.changes);
-            engine
-                .execute_update(session, &sql, &[])
+            let altered = engine
+                .alter_table_with(session, &id, &req.changes)
                 .await
                 .map_err(to_status)?;
-            // After a RENAME TO the old name is gone; report what the statement left.
-            let table = match catalog.load_table(&id).await {
-                Ok(t) => t,
-                Err(_) => return Ok(TableInfo::default().encode_to_vec()),
-            };
-            Ok(table_info(&table).await.map_err(to_status)?.encode_to_vec())
+            // After a RENAME TO the old name is gone; report the table under its new name.
+            Ok(table_info(&altered)
+                .await
+                .map_err(to_status)?
+                .encode_to_vec())
         }
         "table_info" => {
             let req: TableInfoRequest = decode(body, "TableInfoRequest")?;
@@ -573,13 +529,4 @@ async fn run_known(
         }
         other => Err(Status::unimplemented(format!("action tidelake.{other}"))),
     }
-}
-
-/// `"db"."t"`, so names survive the SQL parser unchanged.
-fn quoted(id: &Identifier) -> String {
-    format!(
-        "\"{}\".\"{}\"",
-        id.database.replace('"', "\"\""),
-        id.table.replace('"', "\"\"")
-    )
 }

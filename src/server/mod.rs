@@ -162,15 +162,7 @@ impl ServeOptions {
 
 /// Runs the server until SIGINT/SIGTERM; prints `tidelake listening on ADDR` once bound.
 pub async fn serve(options: ServeOptions) -> Result<()> {
-    let addr: SocketAddr = match options.listen.parse() {
-        Ok(a) => a,
-        Err(_) => {
-            return invalid!(
-                "--listen: '{}' is not an address like 127.0.0.1:50051",
-                options.listen
-            )
-        }
-    };
+    let addr = resolve_listen(&options.listen).await?;
     let io_err = |e: std::io::Error| {
         crate::error::LocalIoSnafu {
             path: format!("listen address {addr}"),
@@ -215,12 +207,9 @@ pub async fn run(
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .add_service(service)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            async move {
-                let _ = wait_stop.wait_for(|s| *s).await;
-            },
-        );
+        .serve_with_incoming_shutdown(accept_nodelay(listener), async move {
+            let _ = wait_stop.wait_for(|s| *s).await;
+        });
     let server_err = |e: tonic::transport::Error| {
         crate::error::InternalSnafu {
             message: format!("server: {e}"),
@@ -240,6 +229,41 @@ pub async fn run(
     }
     drop(stop_rx);
     Ok(())
+}
+
+/// Resolves `--listen` (an address such as `127.0.0.1:50051`, or a host name such as
+/// `localhost:0`) to the first address it names.
+async fn resolve_listen(listen: &str) -> Result<SocketAddr> {
+    if let Ok(addr) = listen.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let refused = || {
+        invalid!("--listen: '{listen}' is not an address like 127.0.0.1:50051 or localhost:50051")
+    };
+    if !listen.contains(':') {
+        return refused();
+    }
+    match tokio::net::lookup_host(listen).await {
+        Ok(mut addrs) => match addrs.next() {
+            Some(addr) => Ok(addr),
+            None => refused(),
+        },
+        Err(_) => refused(),
+    }
+}
+
+/// The accepted connections of `listener`, each with `TCP_NODELAY` set. tonic's builder option
+/// `tcp_nodelay` applies only to listeners it binds itself, so a listener handed in must set it on
+/// every accepted socket; without it a unary response waits for the client's delayed ACK (~40 ms).
+fn accept_nodelay(
+    listener: TcpListener,
+) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use futures::StreamExt;
+    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+        let conn = conn?;
+        conn.set_nodelay(true)?;
+        Ok(conn)
+    })
 }
 
 /// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called (before the
@@ -270,4 +294,40 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send> {
     Ok(async {
         let _ = tokio::signal::ctrl_c().await;
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_accepted_connection_has_tcp_nodelay() {
+        use futures::StreamExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut incoming = Box::pin(accept_nodelay(listener));
+        for _ in 0..3 {
+            let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let accepted = incoming.next().await.unwrap().unwrap();
+            assert!(
+                accepted.nodelay().unwrap(),
+                "accepted socket lacks TCP_NODELAY"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn listen_takes_addresses_and_host_names() {
+        assert_eq!(
+            resolve_listen("127.0.0.1:7").await.unwrap(),
+            "127.0.0.1:7".parse::<SocketAddr>().unwrap()
+        );
+        assert!(resolve_listen("localhost:0")
+            .await
+            .unwrap()
+            .ip()
+            .is_loopback());
+        let err = resolve_listen("nonsense").await.unwrap_err().to_string();
+        assert!(err.contains("--listen: 'nonsense'"), "{err}");
+    }
 }

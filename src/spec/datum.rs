@@ -20,6 +20,25 @@ use super::binary_row::{BinaryRowWriter, Datum};
 use super::types::{DataType, TypeRoot};
 use crate::error::{InvalidArgumentSnafu, Result};
 
+/// Parses `text` as a value of Paimon type `ty` (as a SQL cast from a string would: `42`,
+/// `2024-01-31`, `true`); used for `KEY=VALUE` partition arguments.
+pub fn datum_from_text(text: &str, ty: &DataType) -> Result<Datum> {
+    let input: ArrayRef = Arc::new(StringArray::from(vec![text]));
+    let options = arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let bad = |why: String| {
+        InvalidArgumentSnafu {
+            message: format!("'{text}' is not a valid {ty}: {why}"),
+        }
+        .build()
+    };
+    let cast = arrow::compute::cast_with_options(&input, &ty.to_arrow(), &options)
+        .map_err(|e| bad(e.to_string()))?;
+    datum_at(cast.as_ref(), 0, ty).map_err(|e| bad(e.to_string()))
+}
+
 /// Reads row `i` of `array` (of Paimon type `ty`) as a [`Datum`].
 pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
     if array.is_null(i) {

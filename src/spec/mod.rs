@@ -12,6 +12,7 @@ pub mod types;
 
 pub use binary_row::Datum;
 pub use manifest::{DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta, SimpleStats};
+pub use options::TableOptions;
 pub use options::{BucketMode, ChangelogProducer, CoreOptions, MergeEngine};
 pub use schema::{DataField, TableSchema};
 pub use snapshot::{CommitKind, Snapshot};

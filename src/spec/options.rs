@@ -1,4 +1,10 @@
-//! Table options (`CoreOptions`): the typed view over a schema's string map, with Paimon's defaults.
+//! Table options: [`TableOptions`], the one typed and validated set every reader of options
+//! uses (Paimon's names and defaults), parsed once per schema version (by
+//! [`TableLayout`](crate::schema::TableLayout), so a malformed value is refused at CREATE and
+//! ALTER with the option named); and [`CoreOptions`], the accessors over the raw string map that
+//! the parse and the layout read. Options that change what a table's files mean and that tidelake
+//! does not implement yet ([`UNIMPLEMENTED`]) are refused, on create and alter and on every read
+//! and write of a table that carries them: a silently wrong answer is worse than a refusal.
 
 use std::collections::BTreeMap;
 
@@ -165,26 +171,225 @@ impl<'a> CoreOptions<'a> {
             .get("partition.legacy-name")
             .is_some_and(|v| v.eq_ignore_ascii_case("false"))
     }
+}
 
-    /// Rows a bucket writer buffers before it spills a level-0 file (tidelake's own option; Paimon
-    /// sizes the buffer in bytes with `write-buffer-size`).
-    pub fn write_buffer_rows(&self) -> usize {
-        self.get(WRITE_BUFFER_ROWS)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1_000_000)
+/// Options that change what a table's files mean, and that tidelake does not implement yet:
+/// (key, the value that switches it on, what it is). A table carrying one is refused.
+pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[
+    (
+        "deletion-vectors.enabled",
+        "true",
+        "deletion vectors (rows deleted through index files)",
+    ),
+    (
+        "row-tracking.enabled",
+        "true",
+        "row tracking (_ROW_ID and _FIRST_ROW_ID)",
+    ),
+    (
+        "data-evolution.enabled",
+        "true",
+        "data evolution (columns written in separate files)",
+    ),
+];
+
+/// Every option tidelake reads, typed, with Paimon's defaults. Parsed by [`TableOptions::parse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableOptions {
+    /// `write-only`: writers never compact or expire (a separate job does).
+    pub write_only: bool,
+    /// `write-buffer-rows` (tidelake's own; 1,000,000).
+    pub write_buffer_rows: usize,
+    /// `target-file-size` in bytes (128 mb).
+    pub target_file_size: u64,
+    /// `commit.max-retries` (10).
+    pub commit_max_retries: u32,
+    /// `num-sorted-run.compaction-trigger` (5).
+    pub compaction_trigger: usize,
+    /// `num-sorted-run.stop-trigger` (compaction trigger + 3): writers wait for compaction above it.
+    pub stop_trigger: usize,
+    /// `num-levels` (compaction trigger + 1, at least 2).
+    pub num_levels: usize,
+    /// `compaction.max-size-amplification-percent` (200).
+    pub max_size_amplification_percent: u64,
+    /// `compaction.size-ratio` (1).
+    pub size_ratio: u64,
+    /// `full-compaction.delta-commits` (1): for the full-compaction changelog producer.
+    pub full_compaction_delta_commits: u64,
+    /// `changelog-producer.row-deduplicate`.
+    pub changelog_row_deduplicate: bool,
+    /// `snapshot.num-retained.min` (10).
+    pub snapshot_min_retained: i64,
+    /// `snapshot.num-retained.max` (Integer.MAX_VALUE).
+    pub snapshot_max_retained: i64,
+    /// `snapshot.time-retained` in ms (1 h).
+    pub snapshot_time_retained_millis: i64,
+    /// `snapshot.expire.limit` (50).
+    pub snapshot_expire_limit: i64,
+    /// `changelog.num-retained.min` (the snapshot one when unset).
+    pub changelog_min_retained: Option<i64>,
+    /// `changelog.num-retained.max`.
+    pub changelog_max_retained: Option<i64>,
+    /// `changelog.time-retained` in ms.
+    pub changelog_time_retained_millis: Option<i64>,
+    /// `consumer.expiration-time` in ms (consumers never expire when unset).
+    pub consumer_expiration_millis: Option<i64>,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        match Self::parse(&BTreeMap::new()) {
+            Ok(o) => o,
+            Err(e) => unreachable!("the defaults are valid: {e}"),
+        }
+    }
+}
+
+/// Parses Paimon durations: `1 h`, `30 min`, `10 s`, `500 ms`, `2 d` (a bare number is millis).
+pub fn parse_duration_millis(v: &str) -> Option<i64> {
+    let v = v.trim().to_ascii_lowercase();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: i64 = num.parse().ok()?;
+    let mult = match unit.trim() {
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1000,
+        "min" | "m" | "minute" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        "d" | "day" | "days" => 86_400_000,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+/// The options of one map, read with the error naming the option.
+struct Reader<'a>(&'a BTreeMap<String, String>);
+
+impl Reader<'_> {
+    fn raw(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(|v| v.trim())
     }
 
-    /// Target size of data files in bytes (`128 mb` default, as Paimon for PK tables).
-    pub fn target_file_size(&self) -> u64 {
-        self.get(TARGET_FILE_SIZE)
-            .and_then(parse_memory_size)
-            .unwrap_or(128 << 20)
+    fn bad(key: &str, v: &str, want: &str) -> String {
+        format!("option '{key}' must be {want}, got '{v}'")
     }
 
-    pub fn commit_max_retries(&self) -> u32 {
-        self.get(COMMIT_MAX_RETRIES)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(10)
+    fn flag(&self, key: &str, default: bool) -> Result<bool, String> {
+        match self.raw(key) {
+            None => Ok(default),
+            Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+            Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+            Some(v) => Err(Self::bad(key, v, "true or false")),
+        }
+    }
+
+    /// A whole number of at least `min`.
+    fn count(&self, key: &str, min: i64) -> Result<Option<i64>, String> {
+        match self.raw(key) {
+            None => Ok(None),
+            Some(v) => match v.parse::<i64>() {
+                Ok(n) if n >= min => Ok(Some(n)),
+                _ => Err(Self::bad(
+                    key,
+                    v,
+                    &format!("a whole number of at least {min}"),
+                )),
+            },
+        }
+    }
+
+    fn duration(&self, key: &str) -> Result<Option<i64>, String> {
+        match self.raw(key) {
+            None => Ok(None),
+            Some(v) => match parse_duration_millis(v) {
+                Some(ms) if ms >= 0 => Ok(Some(ms)),
+                _ => Err(Self::bad(key, v, "a duration such as '1 h' or '30 min'")),
+            },
+        }
+    }
+
+    fn memory(&self, key: &str) -> Result<Option<u64>, String> {
+        match self.raw(key) {
+            None => Ok(None),
+            Some(v) => match parse_memory_size(v) {
+                Some(n) if n > 0 => Ok(Some(n)),
+                _ => Err(Self::bad(key, v, "a memory size such as '128 mb'")),
+            },
+        }
+    }
+}
+
+impl TableOptions {
+    /// Parses and validates `map` (Paimon's `SchemaValidation` rules for what tidelake reads);
+    /// the error names the option.
+    pub fn parse(map: &BTreeMap<String, String>) -> Result<Self, String> {
+        for (key, on, what) in UNIMPLEMENTED {
+            if let Some(v) = map.get(*key).filter(|v| v.trim().eq_ignore_ascii_case(on)) {
+                return Err(format!(
+                    "option '{key}' = '{v}' ({what}) is not supported by tidelake yet"
+                ));
+            }
+        }
+        let r = Reader(map);
+        let compaction_trigger = r
+            .count("num-sorted-run.compaction-trigger", 1)?
+            .unwrap_or(5) as usize;
+        let stop_trigger = r
+            .count("num-sorted-run.stop-trigger", 1)?
+            .map_or(compaction_trigger + 3, |n| n as usize)
+            .max(compaction_trigger);
+        let num_levels = r
+            .count("num-levels", 2)?
+            .map_or((compaction_trigger + 1).max(2), |n| n as usize);
+        let snapshot_min_retained = r.count("snapshot.num-retained.min", 1)?.unwrap_or(10);
+        let snapshot_max_retained = r
+            .count("snapshot.num-retained.max", 1)?
+            .unwrap_or(i32::MAX as i64);
+        if snapshot_min_retained > snapshot_max_retained {
+            return Err(format!(
+                "option 'snapshot.num-retained.min' ({snapshot_min_retained}) must not be larger than 'snapshot.num-retained.max' ({snapshot_max_retained})"
+            ));
+        }
+        let changelog_min_retained = r.count("changelog.num-retained.min", 1)?;
+        let changelog_max_retained = r.count("changelog.num-retained.max", 1)?;
+        let (cmin, cmax) = (
+            changelog_min_retained.unwrap_or(snapshot_min_retained),
+            changelog_max_retained.unwrap_or(snapshot_max_retained),
+        );
+        if cmin > cmax {
+            return Err(format!(
+                "option 'changelog.num-retained.min' ({cmin}) must not be larger than 'changelog.num-retained.max' ({cmax})"
+            ));
+        }
+        Ok(Self {
+            write_only: r.flag("write-only", false)?,
+            write_buffer_rows: r.count(WRITE_BUFFER_ROWS, 1)?.unwrap_or(1_000_000) as usize,
+            target_file_size: r.memory(TARGET_FILE_SIZE)?.unwrap_or(128 << 20),
+            commit_max_retries: r
+                .count(COMMIT_MAX_RETRIES, 0)?
+                .unwrap_or(10)
+                .min(u32::MAX as i64) as u32,
+            compaction_trigger,
+            stop_trigger,
+            num_levels,
+            max_size_amplification_percent: r
+                .count("compaction.max-size-amplification-percent", 0)?
+                .unwrap_or(200) as u64,
+            size_ratio: r.count("compaction.size-ratio", 0)?.unwrap_or(1) as u64,
+            full_compaction_delta_commits: r.count("full-compaction.delta-commits", 1)?.unwrap_or(1)
+                as u64,
+            changelog_row_deduplicate: r.flag("changelog-producer.row-deduplicate", false)?,
+            snapshot_min_retained,
+            snapshot_max_retained,
+            snapshot_time_retained_millis: r
+                .duration("snapshot.time-retained")?
+                .unwrap_or(3_600_000),
+            snapshot_expire_limit: r.count("snapshot.expire.limit", 1)?.unwrap_or(50),
+            changelog_min_retained,
+            changelog_max_retained,
+            changelog_time_retained_millis: r.duration("changelog.time-retained")?,
+            consumer_expiration_millis: r.duration("consumer.expiration-time")?,
+        })
     }
 }
 
@@ -214,6 +419,79 @@ pub fn parse_memory_size(v: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<TableOptions, String> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        TableOptions::parse(&map)
+    }
+
+    #[test]
+    fn typed_options_take_paimon_defaults() {
+        let o = TableOptions::default();
+        assert_eq!(o.compaction_trigger, 5);
+        assert_eq!(o.stop_trigger, 8);
+        assert_eq!(o.num_levels, 6);
+        assert_eq!(o.snapshot_min_retained, 10);
+        assert_eq!(o.snapshot_max_retained, i32::MAX as i64);
+        assert_eq!(o.snapshot_time_retained_millis, 3_600_000);
+        assert_eq!(o.target_file_size, 128 << 20);
+        assert!(!o.write_only);
+        let o = parse(&[
+            ("num-sorted-run.compaction-trigger", "3"),
+            ("snapshot.time-retained", "30 min"),
+            ("write-only", "TRUE"),
+        ])
+        .unwrap();
+        assert_eq!((o.stop_trigger, o.num_levels), (6, 4));
+        assert_eq!(o.snapshot_time_retained_millis, 1_800_000);
+        assert!(o.write_only);
+    }
+
+    #[test]
+    fn malformed_values_are_refused_with_the_option_named() {
+        for (k, v, want) in [
+            (
+                "num-sorted-run.stop-trigger",
+                "many",
+                "a whole number of at least 1",
+            ),
+            (
+                "snapshot.num-retained.min",
+                "0",
+                "a whole number of at least 1",
+            ),
+            ("snapshot.time-retained", "soon", "a duration"),
+            ("write-only", "yes", "true or false"),
+            ("target-file-size", "big", "a memory size"),
+        ] {
+            let e = parse(&[(k, v)]).unwrap_err();
+            assert!(e.starts_with(&format!("option '{k}' must be")), "{e}");
+            assert!(e.contains(want) && e.contains(&format!("got '{v}'")), "{e}");
+        }
+        let e = parse(&[
+            ("snapshot.num-retained.min", "5"),
+            ("snapshot.num-retained.max", "2"),
+        ])
+        .unwrap_err();
+        assert!(
+            e.contains("must not be larger than 'snapshot.num-retained.max'"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unimplemented_table_modes_are_refused_by_name() {
+        for (k, _, _) in UNIMPLEMENTED {
+            let e = parse(&[(k, "true")]).unwrap_err();
+            assert!(e.contains(&format!("option '{k}' = 'true'")), "{e}");
+            assert!(e.contains("not supported by tidelake yet"), "{e}");
+            // Switched off, it changes nothing.
+            assert!(parse(&[(k, "false")]).is_ok());
+        }
+    }
 
     #[test]
     fn defaults_and_parsing() {

@@ -39,12 +39,113 @@ pub(super) async fn alter_table(
     alter: AlterTable,
 ) -> Result<i64> {
     let id = engine.identifier(session, &alter.name)?;
-    let catalog = engine.catalog();
-    if alter.if_exists && catalog.load_table(&id).await.is_err() {
+    if alter.if_exists && engine.catalog().load_table(&id).await.is_err() {
         return Ok(0);
     }
+    apply(
+        engine,
+        session,
+        &id,
+        Alteration::Operations(alter.operations),
+    )
+    .await?;
+    Ok(0)
+}
+
+/// What one ALTER asks for: the parser's operations, or (Flink's `RESET ('k', ...)` and Spark's
+/// `UNSET TBLPROPERTIES`) option keys to remove.
+pub(super) enum Alteration {
+    Operations(Vec<AlterTableOperation>),
+    ResetOptions(Vec<String>),
+}
+
+/// The text after `ALTER TABLE <t>` (the CLI's `alter` and the `tidelake.alter_table` action):
+/// `ADD COLUMN c INT, RENAME COLUMN a TO b`, `SET ('k' = 'v')`, `RESET ('k')`, `RENAME TO t2`.
+/// Parsed on its own, so the table's name never passes through SQL text.
+pub(super) fn parse_alteration(text: &str) -> Result<Alteration> {
+    use datafusion::sql::sqlparser::parser::Parser;
+    use datafusion::sql::sqlparser::tokenizer::Token;
+    let text = text.trim().trim_end_matches(';').trim();
+    let upper = text.to_ascii_uppercase();
+    let dialect = super::dialect::TidelakeDialect::default();
+    let parser = |sql: &str| {
+        Parser::new(&dialect).try_with_sql(sql).map_err(|e| {
+            crate::error::InvalidArgumentSnafu {
+                message: format!("ALTER TABLE changes '{text}': {e}"),
+            }
+            .build()
+        })
+    };
+    let failed = |e: datafusion::sql::sqlparser::parser::ParserError| {
+        crate::error::InvalidArgumentSnafu {
+            message: format!("ALTER TABLE changes '{text}': {e}"),
+        }
+        .build()
+    };
+    let reset_list = [
+        "RESET",
+        "UNSET TBLPROPERTIES IF EXISTS",
+        "UNSET TBLPROPERTIES",
+    ]
+    .iter()
+    .find_map(|p| upper.strip_prefix(p).map(|_| &text[p.len()..]));
+    if let Some(list) = reset_list.filter(|l| l.trim_start().starts_with('(')) {
+        let mut p = parser(list)?;
+        p.expect_token(&Token::LParen).map_err(failed)?;
+        let keys = if p.consume_token(&Token::RParen) {
+            vec![]
+        } else {
+            let keys = p
+                .parse_comma_separated(|p| p.parse_literal_string())
+                .map_err(failed)?;
+            p.expect_token(&Token::RParen).map_err(failed)?;
+            keys
+        };
+        p.expect_token(&Token::EOF).map_err(failed)?;
+        return Ok(Alteration::ResetOptions(keys));
+    }
+    // Flink's `SET ('k' = 'v')` is the parser's `SET TBLPROPERTIES (...)`.
+    let owned;
+    let text = match upper.strip_prefix("SET") {
+        Some(rest) if rest.trim_start().starts_with('(') => {
+            owned = format!("SET TBLPROPERTIES {}", &text[3..]);
+            owned.as_str()
+        }
+        _ => text,
+    };
+    let mut p = parser(text)?;
+    let ops = p
+        .parse_comma_separated(Parser::parse_alter_table_operation)
+        .map_err(failed)?;
+    p.expect_token(&Token::EOF).map_err(failed)?;
+    Ok(Alteration::Operations(ops))
+}
+
+/// Applies `alteration` to table `id` as one new schema version (or a rename); returns the table
+/// as it is afterwards (under its new name after `RENAME TO`).
+pub(super) async fn apply(
+    engine: &SqlEngine,
+    session: &SqlSession,
+    id: &Identifier,
+    alteration: Alteration,
+) -> Result<crate::table::Table> {
+    let catalog = engine.catalog();
+    let operations = match alteration {
+        Alteration::ResetOptions(keys) => {
+            let changes: Vec<SchemaChange> = keys
+                .into_iter()
+                .map(|key| SchemaChange::RemoveOption { key })
+                .collect();
+            if changes.is_empty() {
+                return catalog.load_table(id).await;
+            }
+            return catalog.alter_table(id, &changes).await;
+        }
+        Alteration::Operations(ops) => ops,
+    };
+    let id = id.clone();
     let mut changes = Vec::new();
-    for op in alter.operations {
+    for op in operations {
         // MODIFY c ... is CHANGE c c ...
         let op = match op {
             AlterTableOperation::ModifyColumn {
@@ -72,8 +173,7 @@ pub(super) async fn alter_table(
                 if super::object_name_parts(&to)?.len() == 1 {
                     target.database = id.database.clone();
                 }
-                catalog.rename_table(&id, &target).await?;
-                return Ok(0);
+                return catalog.rename_table(&id, &target).await;
             }
             AlterTableOperation::AddColumn {
                 column_def,
@@ -192,10 +292,9 @@ pub(super) async fn alter_table(
         }
     }
     if changes.is_empty() {
-        return Ok(0);
+        return catalog.load_table(&id).await;
     }
-    catalog.alter_table(&id, &changes).await?;
-    Ok(0)
+    catalog.alter_table(&id, &changes).await
 }
 
 /// A column restated by `MODIFY` or `CHANGE`.

@@ -563,173 +563,250 @@ pub(super) async fn delete(
     table.write_stream(rows.boxed(), kind_options(), None).await
 }
 
-/// Literal arguments of `CALL sys.proc(...)`: strings, numbers and NULL.
-fn call_args(f: &datafusion::sql::sqlparser::ast::Function) -> Result<Vec<Option<String>>> {
-    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
-    let list = match &f.args {
-        FunctionArguments::None => return Ok(vec![]),
-        FunctionArguments::List(l) => &l.args,
-        FunctionArguments::Subquery(_) => return invalid!("CALL arguments must be literals"),
-    };
-    list.iter()
-        .map(|a| match a {
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
-                Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Ok(Some(s.clone())),
-                Value::Number(n, _) => Ok(Some(n.clone())),
-                Value::Null => Ok(None),
-                other => invalid!("CALL argument '{other}' must be a string or a number"),
-            },
-            other => invalid!("CALL argument '{other}' must be a literal"),
-        })
-        .collect()
+/// The procedures `CALL sys.<name>(...)` knows, each with its parameters in positional order
+/// (Paimon's names; named arguments `name => value` may be given in any order).
+const PROCEDURES: &[(&str, &[&str])] = &[
+    ("compact", &["table", "compact_strategy", "partitions"]),
+    (
+        "expire_snapshots",
+        &[
+            "table",
+            "retain_max",
+            "retain_min",
+            "older_than",
+            "max_deletes",
+        ],
+    ),
+    (
+        "expire_changelogs",
+        &[
+            "table",
+            "retain_max",
+            "retain_min",
+            "older_than",
+            "max_deletes",
+            "delete_all",
+        ],
+    ),
+    ("remove_orphan_files", &["table", "older_than", "dry_run"]),
+    ("create_tag", &["table", "tag", "snapshot_id"]),
+    ("delete_tag", &["table", "tag"]),
+    ("rollback_to", &["table", "snapshot_or_tag"]),
+    ("reset_options", &["table"]),
+];
+
+fn unknown_procedure(name: &str) -> Result<i64> {
+    let names: Vec<String> = PROCEDURES.iter().map(|(p, _)| format!("sys.{p}")).collect();
+    invalid!(
+        "unknown procedure '{name}'; procedures are {}",
+        names.join(", ")
+    )
 }
 
-/// `CALL sys.create_tag('db.t', 'tag' [, snapshot_id])`, `CALL sys.delete_tag('db.t', 'tag')`,
-/// `CALL sys.rollback_to('db.t', snapshot_id | 'tag')`. Returns 0 (no rows written).
+/// The literal arguments of one `CALL`, by parameter name.
+struct CallArgs {
+    proc: String,
+    named: std::collections::HashMap<String, Option<String>>,
+    /// Positional arguments past the declared parameters (`reset_options`' keys).
+    rest: Vec<Option<String>>,
+}
+
+impl CallArgs {
+    fn parse(
+        proc: &str,
+        params: &[&str],
+        f: &datafusion::sql::sqlparser::ast::Function,
+    ) -> Result<Self> {
+        use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+        let list = match &f.args {
+            FunctionArguments::None => &vec![],
+            FunctionArguments::List(l) => &l.args,
+            FunctionArguments::Subquery(_) => return invalid!("CALL arguments must be literals"),
+        };
+        let literal = |e: &FunctionArgExpr| -> Result<Option<String>> {
+            match e {
+                FunctionArgExpr::Expr(Expr::Value(v)) => match &v.value {
+                    Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
+                        Ok(Some(s.clone()))
+                    }
+                    Value::Number(n, _) => Ok(Some(n.clone())),
+                    Value::Boolean(b) => Ok(Some(b.to_string())),
+                    Value::Null => Ok(None),
+                    other => invalid!("CALL argument '{other}' must be a string or a number"),
+                },
+                other => invalid!("CALL argument '{other}' must be a literal"),
+            }
+        };
+        let mut args = CallArgs {
+            proc: proc.to_string(),
+            named: Default::default(),
+            rest: vec![],
+        };
+        let mut position = 0;
+        for a in list {
+            let (name, value) = match a {
+                FunctionArg::Unnamed(e) => {
+                    let value = literal(e)?;
+                    let Some(name) = params.get(position) else {
+                        args.rest.push(value);
+                        continue;
+                    };
+                    position += 1;
+                    (name.to_string(), value)
+                }
+                FunctionArg::Named { name, arg, .. }
+                | FunctionArg::ExprNamed {
+                    arg,
+                    name: Expr::Identifier(name),
+                    ..
+                } => {
+                    let name = name.value.to_ascii_lowercase();
+                    if !params.contains(&name.as_str()) {
+                        return invalid!(
+                            "sys.{proc} has no parameter '{name}'; its parameters are {}",
+                            params.join(", ")
+                        );
+                    }
+                    (name, literal(arg)?)
+                }
+                other => return invalid!("CALL argument '{other}' must be a literal"),
+            };
+            if args.named.insert(name.clone(), value).is_some() {
+                return invalid!("sys.{proc}: argument '{name}' is given twice");
+            }
+        }
+        Ok(args)
+    }
+
+    fn text(&self, name: &str) -> Option<String> {
+        self.named.get(name).cloned().flatten()
+    }
+
+    fn required(&self, name: &str) -> Result<String> {
+        match self.text(name) {
+            Some(v) => Ok(v),
+            None => invalid!("sys.{}: argument '{name}' is required", self.proc),
+        }
+    }
+
+    fn number(&self, name: &str) -> Result<Option<i64>> {
+        match self.text(name) {
+            None => Ok(None),
+            Some(v) => match v.trim().parse::<i64>() {
+                Ok(n) => Ok(Some(n)),
+                Err(_) => invalid!("sys.{}: {name} '{v}' is not a number", self.proc),
+            },
+        }
+    }
+
+    fn flag(&self, name: &str, default: bool) -> Result<bool> {
+        match self.text(name) {
+            None => Ok(default),
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => invalid!("sys.{}: {name} '{v}' is neither true nor false", self.proc),
+            },
+        }
+    }
+}
+
+/// `CALL sys.<procedure>(...)`: the arguments parsed into the maintenance core's request and run
+/// there. Returns the procedure's count (buckets compacted, snapshots expired, files removed).
 pub(super) async fn call(
     engine: &SqlEngine,
     session: &SqlSession,
     f: datafusion::sql::sqlparser::ast::Function,
 ) -> Result<i64> {
+    use crate::table::maintenance::{
+        Compact, CreateTag, ExpireChangelogs, ExpireSnapshots, RemoveOrphans, Request,
+    };
     let name = object_name_parts(&f.name)?;
-    let proc = match name.as_slice() {
-        [sys, p] if sys == "sys" => p.clone(),
-        _ => return invalid!("unknown procedure '{}'; procedures are sys.compact, sys.expire_snapshots, sys.remove_orphan_files, sys.create_tag, sys.delete_tag, sys.rollback_to and sys.reset_options", f.name),
-    };
-    let args = call_args(&f)?;
-    let arg = |i: usize, what: &str| -> Result<String> {
-        match args.get(i).cloned().flatten() {
-            Some(v) => Ok(v),
-            None => invalid!("sys.{proc}: argument {} ({what}) is required", i + 1),
+    let (proc, params) = match name.as_slice() {
+        [sys, p] if sys.eq_ignore_ascii_case("sys") => {
+            match PROCEDURES.iter().find(|(n, _)| n.eq_ignore_ascii_case(p)) {
+                Some(found) => *found,
+                None => return unknown_procedure(&f.name.to_string()),
+            }
         }
+        _ => return unknown_procedure(&f.name.to_string()),
     };
-    // Optional arguments: a number, and a duration ("1 h").
-    let num = |i: usize, what: &str| -> Result<Option<i64>> {
-        match args.get(i).cloned().flatten() {
-            None => Ok(None),
-            Some(v) => match v.trim().parse::<i64>() {
-                Ok(n) => Ok(Some(n)),
-                Err(_) => invalid!("sys.{proc}: {what} '{v}' is not a number"),
-            },
-        }
-    };
-    let duration = |i: usize| -> Result<Option<i64>> {
-        match args.get(i).cloned().flatten() {
-            None => Ok(None),
-            Some(v) => match crate::table::lifecycle::parse_duration_millis(&v) {
-                Some(ms) => Ok(Some(ms)),
-                None => invalid!("sys.{proc}: invalid duration '{v}'"),
-            },
-        }
-    };
-    let table_name = arg(0, "table")?;
-    let parts: Vec<&str> = table_name.split('.').collect();
-    let id = match parts.as_slice() {
+    let args = CallArgs::parse(proc, params, &f)?;
+    let table_name = args.required("table")?;
+    let id = match table_name.split('.').collect::<Vec<_>>().as_slice() {
         [t] => Identifier::new(session.database.clone(), t.to_string()),
         [d, t] => Identifier::new(d.to_string(), t.to_string()),
         _ => return invalid!("sys.{proc}: invalid table name '{table_name}'"),
     };
-    let table = engine.catalog().load_table(&id).await?;
-    match proc.as_str() {
-        "create_tag" => {
-            let tag = arg(1, "tag name")?;
-            let snapshot = match args.get(2).cloned().flatten() {
-                Some(s) => Some(s.parse::<i64>().map_err(|_| {
-                    crate::error::InvalidArgumentSnafu {
-                        message: format!("sys.create_tag: snapshot id '{s}' is not a number"),
-                    }
-                    .build()
-                })?),
-                None => None,
-            };
-            table.create_tag(&tag, snapshot).await?;
+    let request = match proc {
+        // Paimon's batch compaction: a full compaction unless 'minor' is asked for.
+        "compact" => Request::Compact(Compact {
+            full: match args.text("compact_strategy") {
+                Some(s) => Compact::strategy(&s)?,
+                None => true,
+            },
+            partitions: match args.text("partitions") {
+                Some(list) => list
+                    .split(',')
+                    .filter(|p| !p.trim().is_empty())
+                    .map(|p| crate::table::maintenance::key_value(p, "partition"))
+                    .collect::<Result<_>>()?,
+                None => vec![],
+            },
+        }),
+        "expire_snapshots" => Request::ExpireSnapshots(ExpireSnapshots {
+            retain_max: args.number("retain_max")?,
+            retain_min: args.number("retain_min")?,
+            older_than: args.text("older_than"),
+            max_deletes: args.number("max_deletes")?,
+        }),
+        "expire_changelogs" => Request::ExpireChangelogs(ExpireChangelogs {
+            retain_max: args.number("retain_max")?,
+            retain_min: args.number("retain_min")?,
+            older_than: args.text("older_than"),
+            max_deletes: args.number("max_deletes")?,
+            delete_all: args.flag("delete_all", false)?,
+        }),
+        "remove_orphan_files" => Request::RemoveOrphans(RemoveOrphans {
+            older_than: args.text("older_than"),
+            dry_run: args.flag("dry_run", true)?,
+        }),
+        "create_tag" => Request::CreateTag(CreateTag {
+            name: args.required("tag")?,
+            snapshot_id: args.number("snapshot_id")?,
+        }),
+        "delete_tag" => Request::DeleteTag {
+            name: args.required("tag")?,
+        },
+        "rollback_to" => {
+            let to = args.required("snapshot_or_tag")?;
+            Request::Rollback(match to.trim().parse::<i64>() {
+                Ok(id) => crate::table::lifecycle::RollbackTarget::Snapshot(id),
+                Err(_) => crate::table::lifecycle::RollbackTarget::Tag(to),
+            })
         }
-        "delete_tag" => {
-            table.delete_tag(&arg(1, "tag name")?).await?;
-        }
-        "compact" => {
-            let full = match args.get(1).cloned().flatten().as_deref() {
-                None | Some("minor") => false,
-                Some("full") => true,
-                Some(other) => return invalid!("sys.compact: mode '{other}' is neither 'full' nor 'minor'"),
-            };
-            let report = table.compact(full, vec![]).await?;
-            return Ok(report.buckets_compacted as i64);
-        }
-        "expire_snapshots" => {
-            // (table, retain_max, retain_min, older_than), as Paimon's procedure.
-            let mut r = table.retention();
-            if let Some(v) = num(1, "retain_max")? {
-                r.max_retained = v.max(1);
-            }
-            if let Some(v) = num(2, "retain_min")? {
-                r.min_retained = v.max(1);
-            }
-            if let Some(v) = duration(3)? {
-                r.time_retained_millis = v;
-            }
-            return Ok(table.expire_snapshots(Some(r)).await?.snapshots.len() as i64);
-        }
-        "expire_changelogs" => {
-            // (table, retain_max, retain_min, older_than, max_deletes, delete_all), as Paimon's
-            // procedure (older_than is a duration here, as for expire_snapshots).
-            let delete_all = args
-                .get(5)
-                .cloned()
-                .flatten()
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-            let expiry = crate::table::changelog_lifecycle::ChangelogExpiry::from_arguments(
-                num(1, "retain_max")?,
-                num(2, "retain_min")?,
-                duration(3)?,
-                num(4, "max_deletes")?,
-                delete_all,
-            );
-            let op = crate::table::progress::Operation::new();
-            let report = table.expire_changelogs_with(expiry, &op).await?;
-            return Ok(report.snapshots.len() as i64);
-        }
-        "remove_orphan_files" => {
-            // (table, older_than = '1 d', dry_run = true)
-            let age = args.get(1).cloned().flatten().unwrap_or_else(|| "1 d".into());
-            let age = crate::table::lifecycle::parse_duration_millis(&age).ok_or_else(|| {
-                crate::error::InvalidArgumentSnafu {
-                    message: format!("sys.remove_orphan_files: invalid duration '{age}'"),
-                }
-                .build()
-            })?;
-            let dry_run = !matches!(
-                args.get(2).cloned().flatten().as_deref(),
-                Some("false" | "FALSE" | "False")
-            );
-            let report = table
-                .remove_orphan_files(crate::catalog::now_millis() - age, dry_run)
-                .await?;
-            return Ok(report.files.len() as i64);
-        }
-        "reset_options" => {
-            let changes: Vec<crate::schema::change::SchemaChange> = args[1..]
+        _ => {
+            // reset_options: every argument after the table is an option key.
+            let changes: Vec<crate::schema::change::SchemaChange> = args
+                .rest
                 .iter()
                 .flatten()
                 .map(|k| crate::schema::change::SchemaChange::RemoveOption { key: k.clone() })
                 .collect();
+            engine.catalog().load_table(&id).await?;
             if !changes.is_empty() {
                 engine.catalog().alter_table(&id, &changes).await?;
             }
+            return Ok(0);
         }
-        "rollback_to" => {
-            let to = arg(1, "snapshot id or tag")?;
-            let target = match to.parse::<i64>() {
-                Ok(id) => crate::table::lifecycle::RollbackTarget::Snapshot(id),
-                Err(_) => crate::table::lifecycle::RollbackTarget::Tag(to),
-            };
-            table.rollback_to(target).await?;
-        }
-        other => {
-            return invalid!(
-                "unknown procedure 'sys.{other}'; procedures are sys.compact, sys.expire_snapshots, sys.remove_orphan_files, sys.create_tag, sys.delete_tag, sys.rollback_to and sys.reset_options"
-            )
-        }
-    }
-    Ok(0)
+    };
+    request.validate()?;
+    let table = engine.catalog().load_table(&id).await?;
+    let op = crate::table::progress::Operation::new();
+    let outcome = request.clone().run(&table, &op).await?;
+    Ok(match request {
+        // Tag procedures write no rows.
+        Request::CreateTag(_) | Request::DeleteTag { .. } | Request::Rollback(_) => 0,
+        _ => outcome.count(&request),
+    })
 }

@@ -8,8 +8,6 @@
 //!                                        └──► Update ──ddl / dml──► count (one row)
 //! ```
 
-pub(crate) use provider::scalar_to_datum;
-
 mod alter;
 mod changelog;
 mod dialect;
@@ -447,6 +445,20 @@ impl SqlEngine {
             }
         };
         Ok(out)
+    }
+
+    /// Applies the changes `changes` (the text after `ALTER TABLE <t>`: `ADD COLUMN c INT`,
+    /// `SET ('k' = 'v')`, `RENAME TO t2`, ...) to table `id`, as ALTER TABLE does; the table's name
+    /// is never put into SQL text. Returns the table afterwards (renamed, under its new name).
+    pub async fn alter_table_with(
+        &self,
+        session: &SqlSession,
+        id: &Identifier,
+        changes: &str,
+    ) -> Result<crate::table::Table> {
+        session.role.require(Role::Admin, "ALTER TABLE")?;
+        let alteration = alter::parse_alteration(changes)?;
+        alter::apply(self, session, id, alteration).await
     }
 
     /// Runs an update and returns its count (a query is refused).

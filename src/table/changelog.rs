@@ -30,11 +30,11 @@ use tokio::sync::{mpsc, watch};
 
 use super::data_file;
 use super::evolution::FileRef;
-use super::layout::TableLayout;
 use super::scan::SnapshotSelector;
 use super::Table;
 use crate::error::{invalid, ArrowSnafu, InternalSnafu, OutOfRangeSnafu, Result};
 use crate::lsm::merge::stream::merge_streams;
+use crate::schema::layout::TableLayout;
 use crate::spec::{ChangelogProducer, CommitKind, DataFileMeta, FileKind, RowKind, Snapshot};
 
 /// Name of the row-kind column of changelog reads.
@@ -160,6 +160,7 @@ impl ChangelogReader {
             t.identifier().clone(),
             t.path().to_string(),
             schema,
+            t.clock().clone(),
         );
         let names = match &self.projected_ids {
             None => None,
@@ -611,7 +612,7 @@ async fn follow(
                 reader.check_retained(next).await?;
                 if opts
                     .end_timestamp_millis
-                    .is_some_and(|t| crate::catalog::now_millis() > t)
+                    .is_some_and(|t| reader.table().clock().now_millis() > t)
                 {
                     return Ok(());
                 }

@@ -12,7 +12,6 @@ use std::collections::HashSet;
 use super::lifecycle::CleanupReport;
 use super::progress::Operation;
 use super::Table;
-use crate::catalog::now_millis;
 use crate::error::{invalid, Result};
 use crate::snapshot::SnapshotManager;
 use crate::spec::manifest::FileKind;
@@ -66,30 +65,25 @@ impl Table {
         SnapshotManager::changelogs(self.io().clone(), self.path())
     }
 
-    /// The table's changelog retention options.
-    pub fn changelog_retention(&self) -> ChangelogRetention {
-        let snapshots = self.retention();
-        let o = self.options();
-        let num = |k: &str| o.get(k).and_then(|v| v.trim().parse::<i64>().ok());
-        ChangelogRetention {
-            min_retained: num("changelog.num-retained.min")
-                .unwrap_or(snapshots.min_retained)
-                .max(1),
-            max_retained: num("changelog.num-retained.max").unwrap_or(snapshots.max_retained),
+    /// The table's changelog retention options (each defaults to its `snapshot.*` counterpart).
+    pub fn changelog_retention(&self) -> Result<ChangelogRetention> {
+        let o = self.table_options()?;
+        Ok(ChangelogRetention {
+            min_retained: o.changelog_min_retained.unwrap_or(o.snapshot_min_retained),
+            max_retained: o.changelog_max_retained.unwrap_or(o.snapshot_max_retained),
             time_retained_millis: o
-                .get("changelog.time-retained")
-                .and_then(super::lifecycle::parse_duration_millis)
-                .unwrap_or(snapshots.time_retained_millis),
-            max_deletes: snapshots.expire_limit,
-        }
+                .changelog_time_retained_millis
+                .unwrap_or(o.snapshot_time_retained_millis),
+            max_deletes: o.snapshot_expire_limit,
+        })
     }
 
     /// Whether changelogs outlive snapshots: some changelog retention exceeds its snapshot one.
-    pub fn changelogs_decoupled(&self) -> bool {
-        let (c, s) = (self.changelog_retention(), self.retention());
-        c.max_retained > s.max_retained
+    pub fn changelogs_decoupled(&self) -> Result<bool> {
+        let (c, s) = (self.changelog_retention()?, self.retention()?);
+        Ok(c.max_retained > s.max_retained
             || c.time_retained_millis > s.time_retained_millis
-            || c.min_retained > s.min_retained
+            || c.min_retained > s.min_retained)
     }
 
     /// Snapshot `id`, or the long-lived changelog kept for it after it expired.
@@ -158,7 +152,10 @@ impl Table {
         if max_exclusive <= earliest_cl {
             return Ok(CleanupReport::default());
         }
-        let older_than = now_millis().saturating_sub(r.time_retained_millis);
+        let older_than = self
+            .clock()
+            .now_millis()
+            .saturating_sub(r.time_retained_millis);
         op.phase("reading changelogs", (max_exclusive - min + 1) as u64);
         let what = format!("changelog expiry of {}", self.identifier());
         let mut end = max_exclusive;

@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use super::write::CommitMessage;
 use super::Table;
-use crate::catalog::now_millis;
 use crate::error::{ConflictSnafu, ErrorKind, Result};
 use crate::manifest::FileNamer;
 use crate::spec::binary_row::{self, Datum};
@@ -79,7 +78,8 @@ pub struct TableCommit {
 
 impl TableCommit {
     pub(crate) fn new(table: Table, commit_user: String) -> Self {
-        let max_retries = table.options().commit_max_retries();
+        // An invalid schema fails the commit itself (it needs the layout); the default is moot then.
+        let max_retries = table.table_options().map_or(10, |o| o.commit_max_retries);
         Self {
             table,
             commit_user,
@@ -172,20 +172,18 @@ impl TableCommit {
         }
         // Snapshot expiry follows each commit, as in Paimon (not for write-only writers, whose
         // maintenance a separate job owns). Failures are logged: the commit itself stands.
-        let write_only = self
-            .table
-            .options()
-            .get("write-only")
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        // The commit stands whatever follows: nothing after it may turn it into an error.
+        let write_only = self.table.table_options().map_or(true, |o| o.write_only);
         if !write_only && matches!(outcome, CommitOutcome::Committed(_)) {
             if let Err(e) = self.table.expire_snapshots(None).await {
                 tracing::warn!(table = %self.table.identifier(), error = %e, "snapshot expiry failed");
             }
-            if self.table.changelogs_decoupled() {
+            if let (Ok(true), Ok(retention)) = (
+                self.table.changelogs_decoupled(),
+                self.table.changelog_retention(),
+            ) {
                 let op = super::progress::Operation::new();
-                let expiry = super::changelog_lifecycle::ChangelogExpiry::Retain(
-                    self.table.changelog_retention(),
-                );
+                let expiry = super::changelog_lifecycle::ChangelogExpiry::Retain(retention);
                 if let Err(e) = self.table.expire_changelogs_with(expiry, &op).await {
                     tracing::warn!(table = %self.table.identifier(), error = %e, "changelog expiry failed");
                 }
@@ -342,7 +340,11 @@ impl TableCommit {
                 commit_user: self.commit_user.clone(),
                 commit_identifier: identifier,
                 commit_kind: kind,
-                time_millis: now_millis().max(latest.as_ref().map(|s| s.time_millis).unwrap_or(0)),
+                time_millis: self
+                    .table
+                    .clock()
+                    .now_millis()
+                    .max(latest.as_ref().map(|s| s.time_millis).unwrap_or(0)),
                 total_record_count: Some(
                     latest
                         .as_ref()

@@ -19,11 +19,9 @@ use snafu::ResultExt;
 
 use super::data_file;
 use super::evolution::FileRef;
-use super::layout::TableLayout;
 use super::progress::Operation;
 use super::write::CommitMessage;
 use super::Table;
-use crate::catalog::now_millis;
 use crate::error::{ArrowSnafu, InternalSnafu, Result};
 use crate::lsm::changelog::chunk_changelog;
 use crate::lsm::compaction::{pick, pick_full, PickerOptions, RunSize};
@@ -31,6 +29,7 @@ use crate::lsm::levels::{sorted_runs, LevelSortedRun};
 use crate::lsm::merge::merge_runs;
 use crate::lsm::merge::stream::{stream_chunks, RunStream};
 use crate::manifest::FileNamer;
+use crate::schema::layout::TableLayout;
 use crate::spec::binary_row::Datum;
 use crate::spec::manifest::FileSource;
 use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
@@ -49,19 +48,12 @@ pub struct CompactReport {
 }
 
 /// The picker options of a table.
-pub fn picker_options(opts: &CoreOptions<'_>) -> PickerOptions {
-    let num = |k: &str, d: u64| {
-        opts.get(k)
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(d)
-    };
-    let trigger = num("num-sorted-run.compaction-trigger", 5) as usize;
-    let levels = num("num-levels", trigger as u64 + 1).max(2);
+pub fn picker_options(opts: &crate::spec::TableOptions) -> PickerOptions {
     PickerOptions {
-        max_size_amplification_percent: num("compaction.max-size-amplification-percent", 200),
-        size_ratio: num("compaction.size-ratio", 1),
-        run_trigger: trigger.max(1),
-        max_level: levels as i32 - 1,
+        max_size_amplification_percent: opts.max_size_amplification_percent,
+        size_ratio: opts.size_ratio,
+        run_trigger: opts.compaction_trigger.max(1),
+        max_level: opts.num_levels as i32 - 1,
     }
 }
 
@@ -74,7 +66,7 @@ pub(crate) fn plan(
 ) -> Option<(Vec<DataFileMeta>, i32)> {
     if !layout.is_primary_key_table() {
         // Append buckets: concatenate the small files once there are enough (all of them for full).
-        let target = CoreOptions::new(&layout.schema.options).target_file_size();
+        let target = layout.options.target_file_size;
         let small: Vec<DataFileMeta> = files
             .iter()
             .filter(|f| (f.file_size as u64) < target * 7 / 10)
@@ -197,12 +189,12 @@ fn compaction_changelog(
     match ChangelogProducer::of(&opts) {
         ChangelogProducer::Lookup if output_level > 0 && inputs.iter().any(|f| f.level == 0) => {
             Some(CompactionChangelog::Lookup {
-                row_deduplicate: opts
-                    .get("changelog-producer.row-deduplicate")
-                    .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+                row_deduplicate: layout.options.changelog_row_deduplicate,
             })
         }
-        ChangelogProducer::FullCompaction if output_level == picker_options(&opts).max_level => {
+        ChangelogProducer::FullCompaction
+            if output_level == picker_options(&layout.options).max_level =>
+        {
             Some(CompactionChangelog::Full)
         }
         _ => None,
@@ -214,6 +206,7 @@ fn compaction_changelog(
 struct OutputFiles {
     layout: Arc<TableLayout>,
     io: crate::io::FileIo,
+    clock: crate::clock::Clock,
     handle: tokio::runtime::Handle,
     dir: String,
     names: std::vec::IntoIter<String>,
@@ -269,7 +262,7 @@ impl OutputFiles {
             self.level,
             seq,
             FileSource::Compact,
-            now_millis(),
+            self.clock.now_millis(),
         )?;
         self.handle.block_on(
             self.io
@@ -355,7 +348,7 @@ pub(crate) async fn rewrite(
         .map(|f| f.min_sequence_number)
         .min()
         .unwrap_or(0);
-    let target = CoreOptions::new(&layout.schema.options).target_file_size();
+    let target = layout.options.target_file_size;
     let rows_per_file =
         ((target as f64 / (input_bytes.max(1) as f64 / input_rows.max(1) as f64)) as usize).max(1);
     let names_for = |prefix: &str, rows: i64| -> Vec<String> {
@@ -366,6 +359,7 @@ pub(crate) async fn rewrite(
     let outputs = OutputFiles {
         layout: Arc::clone(layout),
         io: table.io().clone(),
+        clock: table.clock().clone(),
         handle: tokio::runtime::Handle::current(),
         dir: dir.clone(),
         // Output never has more rows than input, so this many names suffice.
@@ -418,7 +412,7 @@ pub(crate) async fn rewrite(
             runs.push(files.iter().map(file_ref).collect::<Result<Vec<_>>>()?);
         }
     }
-    let max_level = picker_options(&CoreOptions::new(&layout.schema.options)).max_level;
+    let max_level = picker_options(&layout.options).max_level;
     let task = move || -> Result<Rewritten> {
         let mut outputs = outputs;
         let mut changelog_outputs = changelog_outputs;
@@ -486,6 +480,7 @@ impl OutputFiles {
         Self {
             layout: Arc::clone(&self.layout),
             io: self.io.clone(),
+            clock: self.clock.clone(),
             handle: self.handle.clone(),
             dir: self.dir.clone(),
             names: Vec::new().into_iter(),
@@ -528,7 +523,7 @@ impl Table {
             .all_levels()
             .plan()
             .await?;
-        let opts = picker_options(&self.options());
+        let opts = picker_options(&layout.options);
         let namer = FileNamer::default();
         let mut messages: Vec<CommitMessage> = Vec::new();
         let mut report = CompactReport::default();

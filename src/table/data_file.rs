@@ -16,8 +16,8 @@ use parquet::schema::types::ColumnPath;
 use snafu::ResultExt;
 
 use super::evolution::{FileColumns, FileRef};
-use super::layout::{datum_at, TableLayout};
 use crate::error::{ArrowSnafu, ParquetSnafu, Result};
+use crate::schema::layout::{datum_at, TableLayout};
 use crate::spec::binary_row::{self, Datum};
 use crate::spec::manifest::{DataFileMeta, FileSource, SimpleStats};
 
@@ -461,7 +461,7 @@ pub(crate) fn decode_filtered(
 pub(crate) fn run_streams(
     handle: &tokio::runtime::Handle,
     io: &crate::io::FileIo,
-    layout: &super::layout::TableLayout,
+    layout: &crate::schema::layout::TableLayout,
     runs: Vec<Vec<FileRef>>,
 ) -> Vec<crate::lsm::merge::stream::RunStream> {
     runs.into_iter()

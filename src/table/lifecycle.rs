@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::progress::Operation;
 use super::Table;
-use crate::catalog::now_millis;
 use crate::error::{invalid, ErrorKind, NotFoundSnafu, Result};
 use crate::snapshot::expire::{expire_until, Retention};
 use crate::snapshot::tag::TagManager;
@@ -44,22 +43,7 @@ pub enum RollbackTarget {
     Tag(String),
 }
 
-/// Parses Paimon durations: `1 h`, `30 min`, `10 s`, `500 ms`, `2 d` (a bare number is millis).
-pub fn parse_duration_millis(v: &str) -> Option<i64> {
-    let v = v.trim().to_ascii_lowercase();
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (num, unit) = v.split_at(split);
-    let n: i64 = num.parse().ok()?;
-    let mult = match unit.trim() {
-        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1000,
-        "min" | "m" | "minute" | "minutes" => 60_000,
-        "h" | "hour" | "hours" => 3_600_000,
-        "d" | "day" | "days" => 86_400_000,
-        _ => return None,
-    };
-    n.checked_mul(mult)
-}
+pub use crate::spec::options::parse_duration_millis;
 
 /// `Ok(None)` for a file that is not there (a cleanup a killed run already did).
 fn present<T>(r: Result<T>) -> Result<Option<T>> {
@@ -76,23 +60,14 @@ impl Table {
     }
 
     /// Retention from the table's options, with Paimon's defaults.
-    pub fn retention(&self) -> Retention {
-        let o = self.options();
-        let d = Retention::default();
-        let num = |k: &str, d: i64| {
-            o.get(k)
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .unwrap_or(d)
-        };
-        Retention {
-            min_retained: num("snapshot.num-retained.min", d.min_retained).max(1),
-            max_retained: num("snapshot.num-retained.max", d.max_retained),
-            time_retained_millis: o
-                .get("snapshot.time-retained")
-                .and_then(parse_duration_millis)
-                .unwrap_or(d.time_retained_millis),
-            expire_limit: num("snapshot.expire.limit", d.expire_limit).max(1),
-        }
+    pub fn retention(&self) -> Result<Retention> {
+        let o = self.table_options()?;
+        Ok(Retention {
+            min_retained: o.snapshot_min_retained,
+            max_retained: o.snapshot_max_retained,
+            time_retained_millis: o.snapshot_time_retained_millis,
+            expire_limit: o.snapshot_expire_limit,
+        })
     }
 
     /// The table's consumers.
@@ -101,12 +76,9 @@ impl Table {
     }
 
     pub(crate) async fn min_consumer(&self) -> Result<Option<i64>> {
-        let expiration = self
-            .options()
-            .get("consumer.expiration-time")
-            .and_then(parse_duration_millis);
+        let expiration = self.table_options()?.consumer_expiration_millis;
         self.consumer_manager()
-            .min_next_snapshot(now_millis(), expiration)
+            .min_next_snapshot(self.clock().now_millis(), expiration)
             .await
     }
 
@@ -200,9 +172,12 @@ impl Table {
         let what = format!("snapshot expiry of {}", self.identifier());
         // Paimon's expire_snapshots procedures never keep changelogs; the table's own expiry does
         // when its changelog retention outlasts its snapshot retention.
-        let decoupled = retention.is_none() && self.changelogs_decoupled();
+        let decoupled = retention.is_none() && self.changelogs_decoupled()?;
         let produces = self.layout()?.changelog_producer != ChangelogProducer::None;
-        let retention = retention.unwrap_or_else(|| self.retention());
+        let retention = match retention {
+            Some(r) => r,
+            None => self.retention()?,
+        };
         let sm = self.snapshot_manager();
         let mut report = CleanupReport::default();
         let (Some(earliest), Some(latest)) = (sm.earliest_id().await?, sm.latest_id().await?)
@@ -216,7 +191,7 @@ impl Table {
         // oldest snapshot's successor is still within the retention time.
         if latest - retention.max_retained < earliest {
             let next = sm.snapshot(earliest + 1).await?;
-            if now_millis() - retention.time_retained_millis <= next.time_millis {
+            if self.clock().now_millis() - retention.time_retained_millis <= next.time_millis {
                 return Ok(report);
             }
         }
@@ -235,7 +210,7 @@ impl Table {
         let end = expire_until(
             earliest,
             &times,
-            now_millis(),
+            self.clock().now_millis(),
             &retention,
             self.min_consumer().await?,
         );

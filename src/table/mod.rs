@@ -11,8 +11,8 @@ pub mod commit;
 pub mod compact;
 pub mod data_file;
 pub(crate) mod evolution;
-pub mod layout;
 pub mod lifecycle;
+pub mod maintenance;
 pub mod progress;
 pub mod read;
 pub mod scan;
@@ -23,13 +23,14 @@ use std::sync::{Arc, OnceLock};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
+pub use crate::schema::layout::TableLayout;
 pub use commit::{CommitOutcome, Overwrite, TableCommit};
-pub use layout::TableLayout;
 pub use read::TableRead;
 pub use scan::{Plan, ScanBuilder, SnapshotSelector, Split};
 pub use write::{CommitMessage, TableWrite, WriteOptions};
 
 use crate::catalog::Identifier;
+use crate::clock::Clock;
 use crate::error::{CorruptSnafu, Result};
 use crate::io::FileIo;
 use crate::manifest::ManifestManager;
@@ -52,7 +53,8 @@ struct Inner {
     identifier: Identifier,
     path: String,
     schema: Arc<TableSchema>,
-    layout: OnceLock<std::result::Result<Arc<TableLayout>, String>>,
+    clock: Clock,
+    layout: OnceLock<std::result::Result<Arc<TableLayout>, (crate::error::ErrorKind, String)>>,
     /// Column mappings of older schemas' data files, by schema id (see `evolution`).
     file_columns: std::sync::Mutex<std::collections::HashMap<i64, Option<evolution::FileColumns>>>,
 }
@@ -63,6 +65,7 @@ impl Table {
         identifier: Identifier,
         path: String,
         schema: TableSchema,
+        clock: Clock,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -70,10 +73,16 @@ impl Table {
                 identifier,
                 path,
                 schema: Arc::new(schema),
+                clock,
                 layout: OnceLock::new(),
                 file_columns: Default::default(),
             }),
         }
+    }
+
+    /// The clock this table's commits and retention read.
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
     }
 
     pub fn identifier(&self) -> &Identifier {
@@ -99,6 +108,7 @@ impl Table {
             self.identifier().clone(),
             self.path().to_string(),
             schema,
+            self.clock().clone(),
         ))
     }
 
@@ -131,20 +141,34 @@ impl Table {
     }
 
     /// Derived facts about the schema; an invalid schema file is reported on first use.
+    /// A table using a mode tidelake does not implement (an option of
+    /// [`UNIMPLEMENTED`](crate::spec::options::UNIMPLEMENTED)) is refused as Unsupported, naming
+    /// the table and the option; any other invalid schema is a corrupt file.
     pub fn layout(&self) -> Result<Arc<TableLayout>> {
         let r = self.inner.layout.get_or_init(|| {
             TableLayout::new(Arc::clone(&self.inner.schema))
                 .map(Arc::new)
-                .map_err(|e| e.to_string())
+                .map_err(|e| (e.kind(), e.to_string()))
         });
         match r {
             Ok(l) => Ok(Arc::clone(l)),
-            Err(message) => CorruptSnafu {
+            Err((crate::error::ErrorKind::Unsupported, message)) => {
+                crate::error::UnsupportedSnafu {
+                    message: format!("table {}: {message}", self.inner.identifier),
+                }
+                .fail()
+            }
+            Err((_, message)) => CorruptSnafu {
                 path: format!("{}/schema/schema-{}", self.inner.path, self.inner.schema.id),
                 message: message.clone(),
             }
             .fail(),
         }
+    }
+
+    /// The table's typed options.
+    pub fn table_options(&self) -> Result<crate::spec::TableOptions> {
+        Ok(self.layout()?.options.clone())
     }
 
     pub fn snapshot_manager(&self) -> SnapshotManager {
@@ -261,6 +285,38 @@ impl Table {
         let outcome = committed?;
         closed?;
         Ok((count, outcome))
+    }
+
+    /// Types `KEY=VALUE` partition arguments (of the CLI, `CALL sys.*` and the Flight actions):
+    /// each key must be a partition key, each value a valid value of its type.
+    pub fn partition_values(
+        &self,
+        pairs: &[(String, String)],
+    ) -> Result<Vec<(String, binary_row::Datum)>> {
+        let schema = self.schema();
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                let k = k.trim();
+                let field = schema
+                    .field(k)
+                    .filter(|_| schema.partition_keys.iter().any(|p| p == k));
+                let Some(field) = field else {
+                    return crate::error::invalid!(
+                        "'{k}' is not a partition key of table {}",
+                        self.identifier()
+                    );
+                };
+                let value = crate::spec::datum::datum_from_text(v.trim(), &field.data_type)
+                    .map_err(|e| {
+                        crate::error::InvalidArgumentSnafu {
+                            message: format!("table {}, partition {k}: {e}", self.identifier()),
+                        }
+                        .build()
+                    })?;
+                Ok((k.to_string(), value))
+            })
+            .collect()
     }
 
     /// Reads the whole table at `selector` with an optional projection.

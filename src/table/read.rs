@@ -10,11 +10,11 @@ use snafu::ResultExt;
 
 use super::data_file;
 use super::evolution::FileRef;
-use super::layout::TableLayout;
 use super::scan::{Plan, Split};
 use super::Table;
 use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
 use crate::lsm::merge::stream::merge_streams;
+use crate::schema::layout::TableLayout;
 
 /// Reads splits of one table with a projection.
 #[derive(Debug, Clone)]

@@ -22,12 +22,11 @@ use snafu::ResultExt;
 
 use super::compact::{Force, Rewritten};
 use super::data_file;
-use super::layout::{write_field, TableLayout};
 use super::Table;
-use crate::catalog::now_millis;
 use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
 use crate::lsm::{PendingRun, WriteBuffer};
 use crate::manifest::FileNamer;
+use crate::schema::layout::{write_field, TableLayout};
 use crate::spec::binary_row::{self, BinaryRowWriter};
 use crate::spec::manifest::FileSource;
 use crate::spec::{BucketMode, ChangelogProducer, CommitKind, DataFileMeta, MergeEngine, RowKind};
@@ -101,7 +100,13 @@ type Spilled = (
 
 impl SpillJob {
     /// Merges (or concatenates) and encodes; CPU only.
-    fn encode(self, layout: &TableLayout, name: String, changelog_name: String) -> Result<Spilled> {
+    fn encode(
+        self,
+        layout: &TableLayout,
+        name: String,
+        changelog_name: String,
+        now_millis: i64,
+    ) -> Result<Spilled> {
         let (batch, range) = match self {
             SpillJob::Kv(run, with_changelog) => {
                 let changelog = match with_changelog.then(|| run.sorted()).transpose()?.flatten() {
@@ -112,7 +117,7 @@ impl SpillJob {
                         0,
                         None,
                         FileSource::Append,
-                        now_millis(),
+                        now_millis,
                     )?),
                     None => None,
                 };
@@ -124,7 +129,7 @@ impl SpillJob {
                         0,
                         None,
                         FileSource::Append,
-                        now_millis(),
+                        now_millis,
                     )?),
                     None => None,
                 };
@@ -148,7 +153,7 @@ impl SpillJob {
                     0,
                     range,
                     FileSource::Append,
-                    now_millis(),
+                    now_millis,
                 )?),
                 None,
             )),
@@ -223,12 +228,9 @@ impl TableWrite {
                 );
             }
         }
-        let spill_rows = table.options().write_buffer_rows();
+        let spill_rows = layout.options.write_buffer_rows;
         let layout_producer = layout.changelog_producer;
-        let write_only = table
-            .options()
-            .get("write-only")
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let write_only = layout.options.write_only;
         Ok(Self {
             table,
             layout,
@@ -456,9 +458,10 @@ impl TableWrite {
             .map(|(id, dir, (name, changelog_name), job)| {
                 let layout = Arc::clone(&self.layout);
                 let io = self.table.io().clone();
+                let now = self.table.clock().now_millis();
                 async move {
                     let (data, changelog) = tokio::task::spawn_blocking(move || {
-                        job.encode(&layout, name, changelog_name)
+                        job.encode(&layout, name, changelog_name, now)
                     })
                     .await
                     .map_err(|e| {
@@ -541,13 +544,7 @@ impl TableWrite {
         let force = match self.producer {
             ChangelogProducer::Lookup => Some(Force::Level0),
             ChangelogProducer::FullCompaction => {
-                let every = self
-                    .table
-                    .options()
-                    .get("full-compaction.delta-commits")
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .unwrap_or(1)
-                    .max(1);
+                let every = self.layout.options.full_compaction_delta_commits;
                 self.full_compaction_due(every)
                     .await?
                     .then_some(Force::Full)
@@ -673,7 +670,7 @@ impl TableWrite {
         {
             return Ok(());
         }
-        let opts = super::compact::picker_options(&self.table.options());
+        let opts = super::compact::picker_options(&self.layout.options);
         let files = self.live.entry(id.clone()).or_default().clone();
         let Some((inputs, level)) = super::compact::plan_forced(&self.layout, &files, &opts, force)
         else {
@@ -751,14 +748,8 @@ impl TableWrite {
         if !self.layout.is_primary_key_table() || self.write_only {
             return Ok(());
         }
-        let opts = super::compact::picker_options(&self.table.options());
-        let stop = self
-            .table
-            .options()
-            .get("num-sorted-run.stop-trigger")
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(opts.run_trigger + 3)
-            .max(opts.run_trigger);
+        let opts = super::compact::picker_options(&self.layout.options);
+        let stop = self.layout.options.stop_trigger.max(opts.run_trigger);
         let runs =
             crate::lsm::levels::sorted_runs(self.live.get(id).map(Vec::as_slice).unwrap_or(&[]))
                 .len();

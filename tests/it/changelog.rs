@@ -796,7 +796,7 @@ async fn decoupled_changelogs_outlive_snapshots_and_expire_on_their_own() {
                 ],
             )
             .await;
-        assert!(table.changelogs_decoupled());
+        assert!(table.changelogs_decoupled().unwrap());
         for id in 1..=6 {
             insert_one(&table, id).await;
         }

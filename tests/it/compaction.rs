@@ -495,7 +495,7 @@ async fn cancelled_expiry_and_orphan_removal_change_nothing() {
     let retention = Retention {
         min_retained: 1,
         max_retained: 1,
-        ..t.retention()
+        ..t.retention().unwrap()
     };
     let err = t
         .expire_snapshots_with(Some(retention), &op)

@@ -10,7 +10,7 @@ use crate::error::{InvalidArgumentSnafu, Result, UnsupportedSnafu};
 use crate::lsm::{MergeConfig, MergeSpec};
 pub use crate::spec::datum::{datum_at, write_field};
 use crate::spec::{
-    BucketMode, ChangelogProducer, CoreOptions, DataType, MergeEngine, TableSchema,
+    BucketMode, ChangelogProducer, CoreOptions, DataType, MergeEngine, TableOptions, TableSchema,
     KEY_FIELD_ID_START, KEY_FIELD_PREFIX, SEQUENCE_NUMBER, SEQUENCE_NUMBER_FIELD_ID, VALUE_KIND,
     VALUE_KIND_FIELD_ID,
 };
@@ -34,6 +34,8 @@ pub struct TableLayout {
     pub sequence_field_indices: Vec<usize>,
     pub rowkind_field_index: Option<usize>,
     pub ignore_delete: bool,
+    /// Every other option this schema version sets, typed and validated.
+    pub options: TableOptions,
     /// Physical schema of data files: `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`, columns (PK
     /// tables) or just the columns (append tables).
     pub file_schema: SchemaRef,
@@ -43,6 +45,16 @@ impl TableLayout {
     pub fn new(schema: Arc<TableSchema>) -> Result<Self> {
         let opts = CoreOptions::new(&schema.options);
         let invalid = |message: String| InvalidArgumentSnafu { message }.build();
+        let options = TableOptions::parse(&schema.options).map_err(|message| {
+            if crate::spec::options::UNIMPLEMENTED
+                .iter()
+                .any(|(k, _, _)| message.contains(&format!("'{k}'")))
+            {
+                UnsupportedSnafu { message }.build()
+            } else {
+                invalid(message)
+            }
+        })?;
         let index_of = |name: &str| -> Result<usize> {
             schema.field_index(name).ok_or_else(|| {
                 invalid(format!(
@@ -148,6 +160,7 @@ impl TableLayout {
             sequence_field_indices,
             rowkind_field_index,
             ignore_delete: opts.ignore_delete(),
+            options,
             arrow_schema,
             file_schema,
             schema,
