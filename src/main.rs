@@ -550,7 +550,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             let (id, outcome) = maintain(open()?, &table, request).await?;
             let report = outcome.cleanup();
             println!(
-                "expired {} changelog(s) of {id} {:?}, deleted {} file(s)",
+                "expired {} changelog(s) {:?} of {id}, deleted {} file(s)",
                 report.snapshots.len(),
                 report.snapshots,
                 report.files.len()
@@ -572,7 +572,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             let (id, outcome) = maintain(open()?, &table, request).await?;
             let report = outcome.cleanup();
             println!(
-                "expired {} snapshot(s) of {id} {:?}, deleted {} file(s)",
+                "expired {} snapshot(s) {:?} of {id}, deleted {} file(s)",
                 report.snapshots.len(),
                 report.snapshots,
                 report.files.len()

@@ -89,6 +89,20 @@ pub struct ExpireSnapshots {
 }
 
 impl ExpireSnapshots {
+    /// What can be checked without the table's options.
+    fn check(&self) -> Result<()> {
+        at_least_one("retain_max", self.retain_max)?;
+        at_least_one("retain_min", self.retain_min)?;
+        at_least_one("max_deletes", self.max_deletes)?;
+        if let (Some(max), Some(min)) = (self.retain_max, self.retain_min) {
+            max_not_below_min(max, min)?;
+        }
+        if let Some(v) = &self.older_than {
+            duration_millis("older_than", v)?;
+        }
+        Ok(())
+    }
+
     /// The retention this request asks for, over the table's `base` (pure).
     pub fn retention(&self, base: Retention) -> Result<Retention> {
         let mut r = base;
@@ -233,7 +247,7 @@ impl Request {
     /// Checks the request without touching storage: what `run` would refuse before reading.
     pub fn validate(&self) -> Result<()> {
         match self {
-            Request::ExpireSnapshots(e) => e.retention(Retention::default()).map(|_| ()),
+            Request::ExpireSnapshots(e) => e.check(),
             Request::ExpireChangelogs(e) => e.expiry().map(|_| ()),
             Request::RemoveOrphans(r) => r.cutoff_millis(0).map(|_| ()),
             Request::CreateTag(t) if t.name.trim().is_empty() => {
@@ -410,6 +424,27 @@ mod tests {
             ..Default::default()
         };
         assert!(err(bad_age).contains("invalid duration 'soon'"));
+    }
+
+    #[test]
+    fn validation_without_the_table_checks_only_what_the_request_says() {
+        // retain_max 5 is fine on its own; only the table's retain_min can refuse it.
+        let r = Request::ExpireSnapshots(ExpireSnapshots {
+            retain_max: Some(5),
+            ..Default::default()
+        });
+        assert!(r.validate().is_ok());
+        let crossed = Request::ExpireSnapshots(ExpireSnapshots {
+            retain_max: Some(2),
+            retain_min: Some(3),
+            ..Default::default()
+        });
+        assert!(crossed.validate().is_err());
+        let unnamed = Request::CreateTag(CreateTag::default());
+        assert_eq!(
+            unnamed.validate().unwrap_err().to_string(),
+            "create_tag needs a tag name"
+        );
     }
 
     #[test]

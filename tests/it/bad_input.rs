@@ -372,3 +372,98 @@ fn cli_reports_one_line_and_commits_nothing_on_a_bad_file() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("db.nope"));
 }
+
+/// Options that change what a table's files mean and that tidelake does not implement are refused
+/// at CREATE and ALTER with the option named, and a table that carries one (written by another
+/// engine) is refused on read and on write instead of answering wrong rows.
+#[tokio::test]
+async fn unimplemented_table_modes_are_refused_not_ignored() {
+    let s = Scratch::new();
+    let engine = tidelake::sql::SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    let session = tidelake::sql::SqlSession::default();
+    s.catalog.create_database("default", true).await.unwrap();
+    for key in [
+        "deletion-vectors.enabled",
+        "row-tracking.enabled",
+        "data-evolution.enabled",
+    ] {
+        let sql = format!(
+            "CREATE TABLE dv (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1', '{key}' = 'true')"
+        );
+        let e = engine
+            .execute_update(&session, &sql, &[])
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains(&format!("option '{key}' = 'true'")),
+            "{key}: {e}"
+        );
+        assert!(s
+            .catalog
+            .load_table(&Identifier::parse("default.dv").unwrap())
+            .await
+            .is_err());
+    }
+    let t = s
+        .create(
+            "db.t",
+            "id BIGINT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[("bucket", "1")],
+        )
+        .await;
+    t.write_batches(
+        &[batch(&t, &[json!({"id": 1, "v": "a"})])],
+        WriteOptions::default(),
+        None,
+    )
+    .await
+    .unwrap();
+    let e = engine
+        .execute_update(
+            &session,
+            "ALTER TABLE db.t SET TBLPROPERTIES ('deletion-vectors.enabled' = 'true')",
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("'deletion-vectors.enabled'"), "{e}");
+    assert_eq!(
+        t.schema_manager().list_ids().await.unwrap(),
+        vec![0],
+        "no new schema"
+    );
+    // A schema written by another engine that turns deletion vectors on.
+    let mut next = t.schema().as_ref().clone();
+    next.id = 1;
+    next.options
+        .insert("deletion-vectors.enabled".into(), "true".into());
+    assert!(t.schema_manager().create(&next).await.unwrap());
+    let id = Identifier::parse("db.t").unwrap();
+    let loaded = s.catalog.load_table(&id).await.unwrap();
+    let e = loaded
+        .read_all(SnapshotSelector::Latest, None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(
+        e.to_string().contains("table db.t")
+            && e.to_string().contains("'deletion-vectors.enabled'"),
+        "{e}"
+    );
+    let written = loaded
+        .write_batches(
+            &[batch(&t, &[json!({"id": 2, "v": "b"})])],
+            WriteOptions::default(),
+            None,
+        )
+        .await;
+    assert_eq!(written.unwrap_err().kind(), ErrorKind::Unsupported);
+    let e = engine
+        .execute(&session, "SELECT * FROM db.t", &[])
+        .await
+        .err()
+        .expect("the query is refused");
+    assert!(e.to_string().contains("'deletion-vectors.enabled'"), "{e}");
+}

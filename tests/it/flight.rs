@@ -1136,3 +1136,137 @@ async fn forged_ipc_lengths_in_parameters_are_refused() {
     assert_eq!(rows[0].num_rows(), 1);
     server.stop().await;
 }
+
+/// The retention numbers mean the same at every door (CLI, `CALL sys.*`, Flight action): Paimon's
+/// rule, counts below 1 and `retain_max` below `retain_min` refused with one message, and a valid
+/// request expiring the same snapshots.
+#[tokio::test]
+async fn retention_numbers_mean_the_same_at_every_door() {
+    use tidelake_client::admin::*;
+    let server = Server::start().await;
+    let warehouse = server._scratch.path().to_string();
+    let mut c = server.client().await;
+    let token = handshake(&mut c, "jdbc", "pw").await.unwrap();
+    try_update(
+        &mut c,
+        &token,
+        "CREATE TABLE r (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1', \
+         'snapshot.num-retained.min' = '1', 'snapshot.num-retained.max' = '100', \
+         'snapshot.time-retained' = '1 d', 'num-sorted-run.compaction-trigger' = '100')",
+    )
+    .await
+    .unwrap();
+    for i in 0..6 {
+        try_update(&mut c, &token, &format!("INSERT INTO r VALUES ({i}, 'x')"))
+            .await
+            .unwrap();
+    }
+    let snapshots = |c: &mut FlightServiceClient<Channel>| {
+        let mut c = c.clone();
+        let token = token.clone();
+        async move {
+            let rows = jdbc_query(&mut c, &token, "SELECT count(*) FROM \"r$snapshots\"").await;
+            rows[0]
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .unwrap()
+                .value(0)
+        }
+    };
+    assert_eq!(snapshots(&mut c).await, 6);
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidelake"))
+            .arg("--warehouse")
+            .arg(&warehouse)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let flight = |c: &mut FlightServiceClient<Channel>, req: ExpireSnapshotsRequest| {
+        let mut c = c.clone();
+        let token = token.clone();
+        async move {
+            action(
+                &mut c,
+                &token,
+                "tidelake.expire_snapshots",
+                req.encode_to_vec(),
+            )
+            .await
+        }
+    };
+    for (retain_max, retain_min, message) in [
+        (Some(0), None, "retain_max must be at least 1 (got 0)"),
+        (None, Some(0), "retain_min must be at least 1 (got 0)"),
+        (
+            Some(2),
+            Some(3),
+            "retain_max (2) must not be below retain_min (3)",
+        ),
+    ] {
+        let null = |v: Option<i64>| v.map_or("NULL".to_string(), |v| v.to_string());
+        let sql = format!(
+            "CALL sys.expire_snapshots('r', {}, {})",
+            null(retain_max),
+            null(retain_min)
+        );
+        let e = try_update(&mut c, &token, &sql).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{sql}: {e}");
+        assert!(e.message().contains(message), "{sql}: {}", e.message());
+        let req = ExpireSnapshotsRequest {
+            table: "r".into(),
+            retain_max,
+            retain_min,
+            ..Default::default()
+        };
+        let e = flight(&mut c, req).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "action: {e}");
+        assert!(e.message().contains(message), "action: {}", e.message());
+        let mut args = vec!["expire".to_string(), "default.r".to_string()];
+        if let Some(v) = retain_max {
+            args.extend(["--retain-max".to_string(), v.to_string()]);
+        }
+        if let Some(v) = retain_min {
+            args.extend(["--retain-min".to_string(), v.to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, _, stderr) = cli(&args);
+        assert!(!ok, "CLI accepted {args:?}");
+        assert_eq!(stderr.trim(), format!("error: {message}"), "CLI {args:?}");
+        assert_eq!(
+            snapshots(&mut c).await,
+            6,
+            "a refused request changed nothing"
+        );
+    }
+    // Valid requests: each door keeps the newest retain_max snapshots (all are younger than the
+    // table's 'snapshot.time-retained', so the count alone decides).
+    let (ok, stdout, stderr) = cli(&["expire", "default.r", "--retain-max", "5"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("expired 1 snapshot(s) [1] of default.r"),
+        "{stdout}"
+    );
+    assert_eq!(snapshots(&mut c).await, 5);
+    let n = try_update(&mut c, &token, "CALL sys.expire_snapshots('r', 4, 1)")
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(snapshots(&mut c).await, 4);
+    let req = ExpireSnapshotsRequest {
+        table: "r".into(),
+        retain_max: Some(3),
+        ..Default::default()
+    };
+    let body = flight(&mut c, req).await.unwrap();
+    let result = CleanupResult::decode(body[0].as_slice()).unwrap();
+    assert_eq!(result.snapshots, vec![3]);
+    assert_eq!(snapshots(&mut c).await, 3);
+    server.stop().await;
+}
