@@ -8,9 +8,9 @@ export TIDELAKE_PYTHON="$PWD/$PY"
 export TIDELAKE_FIXTURES="${TIDELAKE_FIXTURES:-$PWD/../shared/fixtures/paimon-2.1}"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-cargo test --all-targets
-# The Rust client's example, which tests/python/test_rust_client.py runs against the server.
-cargo build -p tidelake-client --examples
+# --workspace builds the client crate's examples too (tests/python/test_rust_client.py runs one
+# against the server) with the server's features, so arrow-flight and tonic compile once.
+cargo test --workspace --all-targets
 # End-to-end: the real ADBC Flight SQL driver and pyarrow.flight against `tidelake serve`
 # (the debug binary `cargo test` built above).
 TIDELAKE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/tidelake" "$PY" -m pytest -q tests/python

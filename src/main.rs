@@ -42,16 +42,22 @@ enum OutputFormat {
 enum TagAction {
     /// Tag a snapshot (the latest by default).
     Create {
+        /// The table, as DATABASE.TABLE.
         table: String,
+        /// The tag's name.
         name: String,
+        /// The snapshot id.
         #[arg(long)]
         snapshot_id: Option<i64>,
     },
     List {
+        /// The table, as DATABASE.TABLE.
         table: String,
     },
     Delete {
+        /// The table, as DATABASE.TABLE.
         table: String,
+        /// The tag's name.
         name: String,
     },
 }
@@ -70,6 +76,7 @@ enum Command {
     },
     /// Run one SQL statement on the warehouse, without a server.
     Sql {
+        /// The statement (one; a query prints its rows, an update its count).
         sql: String,
         /// The current database.
         #[arg(long, default_value = "default")]
@@ -79,30 +86,40 @@ enum Command {
     },
     /// Create a table: `create-table db.t --schema 'id BIGINT NOT NULL, v STRING' --primary-key id --option bucket=2`.
     CreateTable {
+        /// The table, as DATABASE.TABLE.
         table: String,
+        /// Columns as `name TYPE [NOT NULL]`, comma-separated.
         #[arg(long)]
         schema: String,
+        /// Primary-key columns, comma-separated (a primary-key table needs option bucket=N).
         #[arg(long, value_delimiter = ',')]
         primary_key: Vec<String>,
+        /// Partition columns, comma-separated.
         #[arg(long, value_delimiter = ',')]
         partition_keys: Vec<String>,
         /// Table option KEY=VALUE (repeatable).
         #[arg(long = "option", value_name = "KEY=VALUE")]
         options: Vec<String>,
+        /// The table's comment.
         #[arg(long)]
         comment: Option<String>,
+        /// Succeed without change when the table exists.
         #[arg(long)]
         if_not_exists: bool,
     },
     /// Drop a table and its files.
     DropTable {
+        /// The table, as DATABASE.TABLE.
         table: String,
+        /// Succeed without change when the table does not exist.
         #[arg(long)]
         if_exists: bool,
     },
     /// Load a Parquet, CSV (with header) or JSON-lines file as one commit.
     Load {
+        /// The table, as DATABASE.TABLE.
         table: String,
+        /// The input file.
         file: PathBuf,
         /// parquet, csv or jsonl; by default taken from the file extension.
         #[arg(long)]
@@ -125,6 +142,7 @@ enum Command {
     /// Print a table's changes (+I/-U/+U/-D), snapshot by snapshot; follows new commits unless
     /// --until bounds it.
     Changelog {
+        /// The table, as DATABASE.TABLE.
         table: String,
         /// First snapshot whose changes are printed (default: the latest snapshot in full, then
         /// the changes after it).
@@ -144,9 +162,12 @@ enum Command {
     },
     /// Print the rows of a table at a snapshot.
     Scan {
+        /// The table, as DATABASE.TABLE.
         table: String,
+        /// The snapshot id.
         #[arg(long, conflicts_with = "timestamp_millis")]
         snapshot_id: Option<i64>,
+        /// Read the snapshot current at this time (epoch milliseconds).
         #[arg(long, conflicts_with = "tag")]
         timestamp_millis: Option<i64>,
         /// Read the snapshot a tag pins.
@@ -166,6 +187,7 @@ enum Command {
     },
     /// Compact a table: what the universal picker selects, or everything with --full.
     Compact {
+        /// The table, as DATABASE.TABLE.
         table: String,
         /// Rewrite every bucket into one sorted run at the top level (drops deletes).
         #[arg(long)]
@@ -176,9 +198,12 @@ enum Command {
     },
     /// Expire snapshots by the table's retention options (overridable here).
     Expire {
+        /// The table, as DATABASE.TABLE.
         table: String,
+        /// Keep at least this many snapshots (default: the table's snapshot.num-retained.min).
         #[arg(long)]
         retain_min: Option<i64>,
+        /// Keep at most this many snapshots (default: the table's snapshot.num-retained.max).
         #[arg(long)]
         retain_max: Option<i64>,
         /// Keep snapshots younger than this, e.g. `1 h`, `30 min`, `0 ms`.
@@ -190,14 +215,18 @@ enum Command {
     },
     /// Expire long-lived changelogs (a decoupled changelog lifecycle); unset limits keep all.
     ExpireChangelogs {
+        /// The table, as DATABASE.TABLE.
         table: String,
+        /// Keep at most this many changelogs (unset: no count limit).
         #[arg(long)]
         retain_max: Option<i64>,
+        /// Keep at least this many changelogs (unset: 1).
         #[arg(long)]
         retain_min: Option<i64>,
         /// e.g. `1 h`: younger changelogs are kept.
         #[arg(long)]
         older_than: Option<String>,
+        /// Expire at most this many in this run.
         #[arg(long)]
         max_deletes: Option<i64>,
         /// Remove every long-lived changelog.
@@ -211,18 +240,23 @@ enum Command {
     },
     /// Roll a table back to a snapshot or a tag.
     Rollback {
+        /// The table, as DATABASE.TABLE.
         table: String,
+        /// The snapshot id.
         #[arg(long, conflicts_with = "tag", required_unless_present = "tag")]
         snapshot_id: Option<i64>,
+        /// The tag.
         #[arg(long)]
         tag: Option<String>,
     },
     /// Remove files no snapshot or tag references (dry run unless --delete).
     Orphans {
+        /// The table, as DATABASE.TABLE.
         table: String,
         /// Only files older than this (default `1 d`).
         #[arg(long, default_value = "1 d")]
         older_than: String,
+        /// Delete the files (without it, only list them).
         #[arg(long)]
         delete: bool,
     },
@@ -271,6 +305,16 @@ fn key_values(pairs: &[String], what: &str) -> anyhow_like::Result<Vec<(String, 
         .iter()
         .map(|p| maintenance::key_value(p, what))
         .collect::<tidelake::Result<_>>()?)
+}
+
+/// What an expiry deleted, counted as its progress bar counts (each expired snapshot or changelog
+/// is a file too).
+fn deleted_files(report: &tidelake::table::lifecycle::CleanupReport, kind: &str) -> String {
+    let (entries, others) = (report.snapshots.len(), report.files.len());
+    format!(
+        "deleted {} file(s): {entries} {kind} file(s) and {others} data, changelog or manifest file(s)",
+        entries + others
+    )
 }
 
 /// Runs one maintenance request on `table` with a progress bar (Ctrl-C cancels it).
@@ -387,10 +431,20 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 None
             };
             let outcome = t
-                .write_batches(&batches, WriteOptions { row_kind_column }, ow)
+                .write_batches(
+                    &batches,
+                    WriteOptions {
+                        row_kind_column: row_kind_column.clone(),
+                    },
+                    ow,
+                )
                 .await?;
+            let kinds = match &row_kind_column {
+                Some(column) => cli::input::row_kind_counts(&batches, column)?,
+                None => String::new(),
+            };
             match outcome.snapshot_id() {
-                Some(s) => println!("loaded {rows} rows into {id}: snapshot {s}"),
+                Some(s) => println!("loaded {rows} rows into {id}{kinds}: snapshot {s}"),
                 None => println!("nothing to load into {id}: the file has no rows"),
             }
         }
@@ -550,10 +604,10 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             let (id, outcome) = maintain(open()?, &table, request).await?;
             let report = outcome.cleanup();
             println!(
-                "expired {} changelog(s) {:?} of {id}, deleted {} file(s)",
+                "expired {} changelog(s) {:?} of {id}, {}",
                 report.snapshots.len(),
                 report.snapshots,
-                report.files.len()
+                deleted_files(&report, "changelog")
             );
         }
         Command::Expire {
@@ -572,10 +626,10 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             let (id, outcome) = maintain(open()?, &table, request).await?;
             let report = outcome.cleanup();
             println!(
-                "expired {} snapshot(s) {:?} of {id}, deleted {} file(s)",
+                "expired {} snapshot(s) {:?} of {id}, {}",
                 report.snapshots.len(),
                 report.snapshots,
-                report.files.len()
+                deleted_files(&report, "snapshot")
             );
         }
         Command::Tag { action } => match action {

@@ -108,6 +108,38 @@ pub(crate) fn read_file(
     Ok(batches)
 }
 
+/// How many rows of each change kind `column` holds, as ` (2 inserts, 1 delete)` after the row
+/// count (upserts, retractions and deletes are not all "loaded" rows).
+pub(crate) fn row_kind_counts(batches: &[RecordBatch], column: &str) -> Result<String> {
+    let (mut upserts, mut retractions, mut deletes) = (0usize, 0usize, 0usize);
+    for b in batches {
+        let Some(kinds) = b.column_by_name(column) else {
+            return Err(format!("the input has no row-kind column '{column}'").into());
+        };
+        let kinds = arrow::compute::cast(kinds, &ArrowType::Utf8)
+            .map_err(|e| format!("row-kind column '{column}': {e}"))?;
+        let kinds = kinds
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .ok_or_else(|| format!("row-kind column '{column}' is not text"))?;
+        for k in kinds.iter().flatten() {
+            match k.trim() {
+                "-D" => deletes += 1,
+                "-U" => retractions += 1,
+                _ => upserts += 1,
+            }
+        }
+    }
+    let mut parts = vec![format!("{upserts} insert(s) or update(s)")];
+    if retractions > 0 {
+        parts.push(format!("{retractions} retraction(s)"));
+    }
+    if deletes > 0 {
+        parts.push(format!("{deletes} delete(s)"));
+    }
+    Ok(format!(" ({})", parts.join(", ")))
+}
+
 /// arrow's CSV errors name a column by its index (`for column 2`); the header's name says more.
 fn csv_column_named(message: &str, names: &[String]) -> String {
     const MARK: &str = "for column ";

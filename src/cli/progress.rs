@@ -1,5 +1,5 @@
-//! The CLI's view of a long operation: a progress bar on stderr (a line per phase when stderr is
-//! not a terminal) and Ctrl-C as cancellation.
+//! The CLI's view of a long operation: an indicatif bar with rate and ETA on stderr (a plain line
+//! per phase when stderr is not a terminal, the format scripts read) and Ctrl-C as cancellation.
 
 use std::future::Future;
 use std::io::{IsTerminal, Write};
@@ -9,6 +9,7 @@ use tidelake::table::progress::{Operation, Progress};
 
 const WIDTH: usize = 30;
 
+/// One phase as a plain line: `compacting buckets: [####------] 3/4, 2 file(s), 1024 bytes`.
 fn bar(p: &Progress) -> String {
     let counts = if p.total > 0 {
         let filled = (p.done.min(p.total) as usize * WIDTH) / p.total as usize;
@@ -30,8 +31,66 @@ fn bar(p: &Progress) -> String {
     format!("{}: {counts}{files}", p.phase)
 }
 
-/// Runs `work` (which reports to `op`), drawing its progress until it ends; the first Ctrl-C
-/// cancels it (it stops at its next safe point), a second one exits at once (status 130).
+/// A terminal's bar (indicatif: rate and ETA), redrawn in place, one phase after another.
+struct TerminalBar {
+    bar: indicatif::ProgressBar,
+    phase: String,
+}
+
+impl TerminalBar {
+    fn new() -> Self {
+        Self {
+            bar: indicatif::ProgressBar::with_draw_target(
+                None,
+                indicatif::ProgressDrawTarget::stderr(),
+            ),
+            phase: String::new(),
+        }
+    }
+
+    fn show(&mut self, p: &Progress) {
+        if p.phase != self.phase {
+            // The finished phase stays on screen; the next one gets a fresh bar.
+            if !self.phase.is_empty() {
+                self.bar.finish();
+                self.bar = indicatif::ProgressBar::with_draw_target(
+                    None,
+                    indicatif::ProgressDrawTarget::stderr(),
+                );
+            }
+            let template = if p.total > 0 {
+                "{prefix}: [{bar:30}] {pos}/{len} {msg} ({per_sec}, eta {eta})"
+            } else {
+                "{spinner} {prefix}: {pos} done {msg} ({elapsed})"
+            };
+            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+                self.bar.set_style(style.progress_chars("#>-"));
+            }
+            self.bar.set_prefix(p.phase.clone());
+            self.phase = p.phase.clone();
+        }
+        if p.total > 0 {
+            self.bar.set_length(p.total);
+        }
+        self.bar.set_position(p.done);
+        if p.files > 0 {
+            self.bar.set_message(format!(
+                "{} file(s), {}",
+                p.files,
+                indicatif::HumanBytes(p.bytes)
+            ));
+        }
+    }
+
+    fn finish(&mut self, p: &Progress) {
+        self.show(p);
+        self.bar.finish();
+    }
+}
+
+/// Runs `work` (which reports to `op`), drawing its progress until it ends: a bar on a terminal,
+/// otherwise one line per phase (and a last one with the final counts). The first Ctrl-C cancels
+/// it (it stops at its next safe point), a second one exits at once (status 130).
 pub(crate) async fn run<T>(op: &Operation, work: impl Future<Output = T>) -> T {
     let tty = std::io::stderr().is_terminal();
     let mut rx = op.watch();
@@ -45,6 +104,7 @@ pub(crate) async fn run<T>(op: &Operation, work: impl Future<Output = T>) -> T {
             }
         }
     });
+    let mut terminal = tty.then(TerminalBar::new);
     let draw = async {
         let mut phase = String::new();
         loop {
@@ -52,13 +112,18 @@ pub(crate) async fn run<T>(op: &Operation, work: impl Future<Output = T>) -> T {
                 std::future::pending::<()>().await;
             }
             let p = rx.borrow_and_update().clone();
-            if tty {
-                eprint!("\r\x1b[2K{}", bar(&p));
-                let _ = std::io::stderr().flush();
-            } else if p.phase != phase {
-                eprintln!("{}", bar(&p));
+            // Nothing to say before the operation names its first phase.
+            if !p.phase.is_empty() {
+                match terminal.as_mut() {
+                    Some(t) => t.show(&p),
+                    None if p.phase != phase => {
+                        eprintln!("{}", bar(&p));
+                        let _ = std::io::stderr().flush();
+                    }
+                    None => {}
+                }
+                phase = p.phase;
             }
-            phase = p.phase;
             // A bar need not move more often than this.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -68,11 +133,14 @@ pub(crate) async fn run<T>(op: &Operation, work: impl Future<Output = T>) -> T {
         _ = draw => unreachable!("draw never ends"),
     };
     interrupt.abort();
-    // Where it ended, whatever was drawn before.
-    if tty {
-        eprintln!("\r\x1b[2K{}", bar(&op.progress()));
-    } else {
-        eprintln!("{}", bar(&op.progress()));
+    // Where it ended, whatever was drawn before (an operation that had nothing to do and named
+    // no phase prints nothing).
+    let last = op.progress();
+    if !last.phase.is_empty() {
+        match terminal.as_mut() {
+            Some(t) => t.finish(&last),
+            None => eprintln!("{}", bar(&last)),
+        }
     }
     out
 }

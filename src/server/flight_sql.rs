@@ -373,9 +373,15 @@ impl TidelakeFlightSql {
             count: None,
         };
         let is_update = kind == StatementKind::Update;
-        // JDBC treats an empty dataset schema as "this is an update".
+        // JDBC treats an empty dataset schema as "this is an update"; it binds an update's
+        // parameters by their schema.
         let (dataset_schema, parameter_schema) = if is_update {
-            (bytes::Bytes::new(), bytes::Bytes::new())
+            let params = if params.fields().is_empty() {
+                bytes::Bytes::new()
+            } else {
+                ipc_schema(&params)?
+            };
+            (bytes::Bytes::new(), params)
         } else {
             (ipc_schema(&plain_schema(&schema))?, ipc_schema(&params)?)
         };

@@ -115,7 +115,8 @@ impl SnapshotManager {
             None => {
                 let ids = self.list_ids().await?;
                 let range = match (ids.first(), ids.last()) {
-                    (Some(a), Some(b)) => format!("{}s {a}..={b} exist", self.kind),
+                    (Some(a), Some(b)) if a == b => format!("only {} {a} exists", self.kind),
+                    (Some(a), Some(b)) => format!("{}s {a} to {b} exist", self.kind),
                     _ => format!("the table has no {}s", self.kind),
                 };
                 NotFoundSnafu {

@@ -12,13 +12,17 @@ use crate::spec::Snapshot;
 pub struct TagManager {
     io: FileIo,
     table_path: String,
+    /// The table's name, for errors.
+    table: String,
 }
 
 impl TagManager {
-    pub fn new(io: FileIo, table_path: impl Into<String>) -> Self {
+    /// The tags of the table at `table_path`, named `table` in errors.
+    pub fn new(io: FileIo, table_path: impl Into<String>, table: impl Into<String>) -> Self {
         Self {
             io,
             table_path: table_path.into(),
+            table: table.into(),
         }
     }
 
@@ -60,7 +64,7 @@ impl TagManager {
             Ok(b) => b,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return NotFoundSnafu {
-                    message: format!("Tag '{name}' doesn't exist."),
+                    message: format!("Tag '{name}' doesn't exist in table {}.", self.table),
                 }
                 .fail()
             }

@@ -107,6 +107,14 @@ fn set_operation_chain(body: &SetExpr) -> usize {
     }
 }
 
+/// Table functions that read files (DuckDB's and DataFusion's spellings): a client must never
+/// make the server read a path of its choosing.
+fn is_file_function(name: &str) -> bool {
+    name.starts_with("read_")
+        || name.ends_with("_scan")
+        || matches!(name, "parquet" | "csv" | "json" | "avro" | "arrow" | "glob")
+}
+
 impl Visitor for Shape {
     type Break = String;
 
@@ -126,7 +134,22 @@ impl Visitor for Shape {
         self.count_relations(1)
     }
 
-    fn pre_visit_table_factor(&mut self, _t: &TableFactor) -> ControlFlow<String> {
+    fn pre_visit_table_factor(&mut self, t: &TableFactor) -> ControlFlow<String> {
+        if let TableFactor::Table {
+            name,
+            args: Some(_),
+            ..
+        } = t
+        {
+            let function = name.to_string().to_ascii_lowercase();
+            let last = function.rsplit('.').next().unwrap_or(&function);
+            if is_file_function(last) {
+                return ControlFlow::Break(format!(
+                    "file functions such as {last}(...) are refused: tidelake reads only the \
+                     tables of its warehouse"
+                ));
+            }
+        }
         self.count_relations(1)
     }
 
@@ -162,6 +185,21 @@ mod tests {
 
     fn chain(op: &str, n: usize) -> String {
         vec!["1"; n].join(op)
+    }
+
+    #[test]
+    fn file_functions_are_refused_by_name() {
+        for sql in [
+            "SELECT * FROM read_parquet('/etc/passwd')",
+            "SELECT * FROM x.read_csv('/etc/passwd')",
+            "SELECT * FROM t JOIN parquet_scan('a') ON true",
+        ] {
+            let e = check_shape(&parse(sql)).unwrap_err().to_string();
+            assert!(e.contains("file functions such as"), "{sql}: {e}");
+            assert!(e.contains("are refused"), "{sql}: {e}");
+        }
+        assert!(check_shape(&parse("SELECT * FROM generate_series(1, 3)")).is_ok());
+        assert!(check_shape(&parse("SELECT * FROM read_me")).is_ok());
     }
 
     #[test]

@@ -367,7 +367,8 @@ impl SqlEngine {
         let stmt = dialect::parse_one(sql)?;
         let kind = classify(&stmt)?;
         if kind == StatementKind::Update {
-            return Ok((kind, count_schema(), Arc::new(Schema::empty())));
+            let params = self.update_parameters(session, stmt).await;
+            return Ok((kind, count_schema(), params));
         }
         if let Some(out) = self.metadata_statement(session, &stmt).await? {
             return Ok((kind, out.schema, Arc::new(Schema::empty())));
@@ -375,19 +376,7 @@ impl SqlEngine {
         let state = self.state_for(session);
         let plan = state.statement_to_plan(stmt).await.map_err(from_df)?;
         verify_query(&plan)?;
-        let mut params: Vec<(String, ArrowType)> = plan
-            .get_parameter_types()
-            .map_err(from_df)?
-            .into_iter()
-            .map(|(k, v)| (k, v.unwrap_or(ArrowType::Null)))
-            .collect();
-        params.sort_by_key(|(k, _)| k.trim_start_matches('$').parse::<u64>().unwrap_or(u64::MAX));
-        let param_schema = Arc::new(Schema::new(
-            params
-                .into_iter()
-                .map(|(k, t)| Field::new(k, t, true))
-                .collect::<Vec<_>>(),
-        ));
+        let param_schema = parameter_schema(plan.get_parameter_types().map_err(from_df)?);
         let plan = if bound.is_empty() {
             plan
         } else {
@@ -399,6 +388,25 @@ impl SqlEngine {
             Arc::new(plan.schema().as_arrow().clone()),
             param_schema,
         ))
+    }
+
+    /// The parameters of an INSERT, UPDATE or DELETE (`?` / `$n`), typed by the columns they
+    /// meet, as the Flight SQL JDBC driver needs them to bind; empty for other updates, and when
+    /// the statement cannot be planned here (executing it reports why).
+    async fn update_parameters(&self, session: &SqlSession, stmt: DFStatement) -> SchemaRef {
+        let dml = matches!(&stmt, DFStatement::Statement(s)
+            if matches!(**s, Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)));
+        if !dml {
+            return Arc::new(Schema::empty());
+        }
+        let state = self.state_for(session);
+        match state.statement_to_plan(stmt).await {
+            Ok(plan) => match plan.get_parameter_types() {
+                Ok(types) => parameter_schema(types),
+                Err(_) => Arc::new(Schema::empty()),
+            },
+            Err(_) => Arc::new(Schema::empty()),
+        }
     }
 
     /// The limits every statement runs under.
@@ -806,6 +814,22 @@ fn verify_query(plan: &datafusion::logical_expr::LogicalPlan) -> Result<()> {
             }
             .build()
         })
+}
+
+/// Parameter types by name (`$1`, `$2`, ...) as a schema in position order; an untyped
+/// parameter is Null.
+fn parameter_schema(types: std::collections::HashMap<String, Option<ArrowType>>) -> SchemaRef {
+    let mut params: Vec<(String, ArrowType)> = types
+        .into_iter()
+        .map(|(k, v)| (k, v.unwrap_or(ArrowType::Null)))
+        .collect();
+    params.sort_by_key(|(k, _)| k.trim_start_matches('$').parse::<u64>().unwrap_or(u64::MAX));
+    Arc::new(Schema::new(
+        params
+            .into_iter()
+            .map(|(k, t)| Field::new(k, t, true))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 fn classify(stmt: &DFStatement) -> Result<StatementKind> {

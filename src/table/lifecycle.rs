@@ -56,7 +56,11 @@ fn present<T>(r: Result<T>) -> Result<Option<T>> {
 
 impl Table {
     pub(crate) fn tag_manager(&self) -> TagManager {
-        TagManager::new(self.io().clone(), self.path())
+        TagManager::new(
+            self.io().clone(),
+            self.path(),
+            self.identifier().to_string(),
+        )
     }
 
     /// Retention from the table's options, with Paimon's defaults.

@@ -205,7 +205,7 @@ pub enum Request {
 pub enum Outcome {
     Compacted(CompactReport),
     Cleaned(CleanupReport),
-    Tagged(Snapshot),
+    Tagged(Box<Snapshot>),
 }
 
 impl Outcome {
@@ -284,7 +284,7 @@ impl Request {
                 )
             }
             Request::CreateTag(t) => {
-                Outcome::Tagged(table.create_tag(&t.name, t.snapshot_id).await?)
+                Outcome::Tagged(Box::new(table.create_tag(&t.name, t.snapshot_id).await?))
             }
             Request::DeleteTag { name } => Outcome::Cleaned(table.delete_tag(&name).await?),
             Request::Rollback(target) => Outcome::Cleaned(table.rollback_to(target).await?),

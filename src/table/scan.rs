@@ -253,9 +253,13 @@ pub(crate) async fn resolve_snapshot(
     let sm = table.snapshot_manager();
     let snapshot = match selector {
         SnapshotSelector::Tag(name) => Some(
-            crate::snapshot::tag::TagManager::new(table.io().clone(), table.path())
-                .get(name)
-                .await?,
+            crate::snapshot::tag::TagManager::new(
+                table.io().clone(),
+                table.path(),
+                table.identifier().to_string(),
+            )
+            .get(name)
+            .await?,
         ),
         SnapshotSelector::Latest => sm.latest().await?,
         SnapshotSelector::Id(id) => Some(sm.snapshot(*id).await?),

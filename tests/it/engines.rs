@@ -588,6 +588,7 @@ async fn partial_update_rejects_deletes_by_default_and_aggregation_unsupported_r
             .contains("Partial update can not accept delete records"),
         "{err}"
     );
+    assert!(!err.to_string().contains('\n'), "one line: {err}");
     assert_eq!(err.kind(), tidelake::ErrorKind::InvalidArgument);
 
     let t = s

@@ -1270,3 +1270,49 @@ async fn retention_numbers_mean_the_same_at_every_door() {
     assert_eq!(snapshots(&mut c).await, 3);
     server.stop().await;
 }
+
+/// A prepared INSERT, UPDATE or DELETE with `?` / `$n` parameters says what it binds (the JDBC
+/// driver reads the parameter schema to bind), and stays an update (empty dataset schema).
+#[tokio::test]
+async fn prepared_updates_return_their_parameter_schema() {
+    use arrow::datatypes::DataType;
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    let token = handshake(&mut c, "jdbc", "pw").await.unwrap();
+    try_update(
+        &mut c,
+        &token,
+        "CREATE TABLE p (id BIGINT NOT NULL, v STRING, n INT, PRIMARY KEY (id)) WITH ('bucket' = '1')",
+    )
+    .await
+    .unwrap();
+    for (sql, want) in [
+        (
+            "INSERT INTO p VALUES (?, ?, ?)",
+            vec![DataType::Int64, DataType::Utf8, DataType::Int32],
+        ),
+        (
+            "UPDATE p SET v = $1 WHERE id = $2",
+            vec![DataType::Utf8, DataType::Int64],
+        ),
+        ("DELETE FROM p WHERE n = ?", vec![DataType::Int32]),
+        ("INSERT INTO p VALUES (1, 'a', 2)", vec![]),
+    ] {
+        let (result, is_update) = prepare(&mut c, &token, sql).await.unwrap();
+        assert!(is_update, "{sql}");
+        assert!(result.dataset_schema.is_empty(), "{sql}");
+        let types: Vec<DataType> = if result.parameter_schema.is_empty() {
+            vec![]
+        } else {
+            let schema =
+                arrow::ipc::convert::try_schema_from_ipc_buffer(&result.parameter_schema).unwrap();
+            schema
+                .fields()
+                .iter()
+                .map(|f| f.data_type().clone())
+                .collect()
+        };
+        assert_eq!(types, want, "{sql}");
+    }
+    server.stop().await;
+}

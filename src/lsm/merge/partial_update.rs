@@ -9,10 +9,11 @@ use super::{GroupInput, Merged};
 use crate::spec::binary_row::Datum;
 use crate::spec::RowKind;
 
-const REJECT_DELETE: &str = "By default, Partial update can not accept delete records, you can choose one of the following solutions:\n\
-1. Configure 'ignore-delete' to ignore delete records.\n\
-2. Configure 'partial-update.remove-record-on-delete' to remove the whole row when receiving delete records.\n\
-3. Configure 'sequence-group's to retract partial columns. Also configure 'partial-update.remove-record-on-sequence-group' to remove the whole row when receiving deleted records of `specified sequence group`.";
+/// Paimon's refusal, on one line (its text, so users searching for it find the same solutions).
+const REJECT_DELETE: &str = "By default, Partial update can not accept delete records; choose one of: \
+(1) 'ignore-delete' = 'true' to ignore delete records, \
+(2) 'partial-update.remove-record-on-delete' = 'true' to remove the whole row, \
+(3) 'sequence-group's to retract partial columns (with 'partial-update.remove-record-on-sequence-group' to remove the whole row)";
 
 struct State<'c> {
     config: &'c MergeConfig,
