@@ -19,6 +19,9 @@ pub enum ErrorKind {
     ResourceExhausted,
     /// A position outside what is retained (an expired snapshot).
     OutOfRange,
+    /// The request was valid once but the state it depends on changed (a subscription's filter
+    /// after a schema change).
+    FailedPrecondition,
     /// The caller cancelled a long operation.
     Cancelled,
     Unavailable,
@@ -103,7 +106,15 @@ pub enum Error {
         #[snafu(implicit)]
         location: Location,
     },
-    /// A failure reported by the SQL engine, already classified.
+    /// A failure reported by the query engine (DataFusion); [`Error::kind`] classifies it.
+    #[snafu(display("{message}"))]
+    Query {
+        message: String,
+        source: Box<datafusion::error::DataFusionError>,
+        #[snafu(implicit)]
+        location: Location,
+    },
+    /// A failure of a statement whose kind is known where it is raised (a timeout, say).
     #[snafu(display("{message}"))]
     Sql {
         message: String,
@@ -153,7 +164,8 @@ impl Error {
             Error::Json { .. } | Error::Parquet { .. } | Error::Corrupt { .. } => {
                 ErrorKind::Internal
             }
-            Error::Arrow { .. } => ErrorKind::InvalidArgument,
+            Error::Arrow { source, .. } => arrow_kind(source),
+            Error::Query { source, .. } => query_kind(source),
             Error::NotFound { .. } => ErrorKind::NotFound,
             Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
             Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
@@ -172,7 +184,60 @@ impl Error {
     }
 }
 
+/// The kind of a query engine's error, looking through the wrappers DataFusion adds (context,
+/// diagnostics, errors shared between partitions, external errors) to a tidelake error inside.
+fn query_kind(e: &datafusion::error::DataFusionError) -> ErrorKind {
+    use datafusion::error::DataFusionError as E;
+    match e {
+        E::External(b) => {
+            if let Some(ours) = b.downcast_ref::<Error>() {
+                ours.kind()
+            } else if let Some(inner) = b.downcast_ref::<E>() {
+                query_kind(inner)
+            } else if let Some(arrow) = b.downcast_ref::<arrow::error::ArrowError>() {
+                arrow_kind(arrow)
+            } else {
+                ErrorKind::Internal
+            }
+        }
+        E::Context(_, inner) | E::Diagnostic(_, inner) => query_kind(inner),
+        E::Shared(inner) => query_kind(inner),
+        E::ArrowError(a, _) => arrow_kind(a),
+        E::ResourcesExhausted(_) => ErrorKind::ResourceExhausted,
+        E::NotImplemented(_) => ErrorKind::Unsupported,
+        E::Plan(_) | E::SQL(_, _) | E::SchemaError(_, _) | E::Execution(_) => {
+            ErrorKind::InvalidArgument
+        }
+        _ => ErrorKind::Internal,
+    }
+}
+
+/// The kind of an Arrow error: bad data, unless it carries an error of ours or the engine's.
+fn arrow_kind(e: &arrow::error::ArrowError) -> ErrorKind {
+    match e {
+        arrow::error::ArrowError::ExternalError(b) => match b.downcast_ref::<Error>() {
+            Some(ours) => ours.kind(),
+            None => match b.downcast_ref::<datafusion::error::DataFusionError>() {
+                Some(d) => query_kind(d),
+                None => ErrorKind::Internal,
+            },
+        },
+        _ => ErrorKind::InvalidArgument,
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error of `kind` raised by a door (a server handler) that knows the kind where it raises
+/// it; the location is the caller's.
+#[track_caller]
+pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> Error {
+    SqlSnafu {
+        message: message.into(),
+        kind,
+    }
+    .build()
+}
 
 /// Shorthand for an [`Error::InvalidArgument`] with a formatted message.
 macro_rules! invalid {

@@ -7,6 +7,7 @@
 //! [`Operations`]: `tidelake.list_operations` lists them, `tidelake.cancel` or the caller ending
 //! its call cancels them, and with `report_progress` the call streams their progress.
 
+use crate::error::ErrorKind;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -156,9 +157,10 @@ impl Operations {
     pub fn cancel(&self, id: &str) -> Result<OperationInfo, Status> {
         let running = self.lock();
         let r = running.get(id).ok_or_else(|| {
-            Status::not_found(format!(
-                "no running operation '{id}' (it may have finished)"
-            ))
+            super::status::status(
+                ErrorKind::NotFound,
+                format!("no running operation '{id}' (it may have finished)"),
+            )
         })?;
         r.op.cancel();
         Ok(Self::info(r))
@@ -202,7 +204,9 @@ async fn long_operation(
         out
     });
     let joined = |r: Result<Result<Vec<u8>, Status>, tokio::task::JoinError>| {
-        r.map_err(|e| Status::internal(format!("operation task failed: {e}")))?
+        r.map_err(|e| {
+            super::status::status(ErrorKind::Internal, format!("operation task failed: {e}"))
+        })?
     };
     if !report {
         // Awaited here: if the caller goes away this future is dropped, and `reg` with it.
@@ -527,6 +531,9 @@ async fn run_known(
             let table = load(&req.table).await?;
             Ok(table_info(&table).await.map_err(to_status)?.encode_to_vec())
         }
-        other => Err(Status::unimplemented(format!("action tidelake.{other}"))),
+        other => Err(super::status::status(
+            ErrorKind::Unsupported,
+            format!("action tidelake.{other}"),
+        )),
     }
 }

@@ -3,6 +3,7 @@
 //! (current database). Tokens are random 256-bit values kept in memory; they expire after
 //! [`TOKEN_IDLE`] without use and on restart.
 
+use crate::error::ErrorKind;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -87,15 +88,18 @@ impl Authenticator {
         let encoded = header_value
             .strip_prefix("Basic ")
             .or_else(|| header_value.strip_prefix("basic "))
-            .ok_or_else(|| Status::unauthenticated("expected Basic credentials"))?;
-        let decoded = LENIENT
-            .decode(encoded.trim())
-            .map_err(|_| Status::unauthenticated("malformed Basic credentials"))?;
-        let text = String::from_utf8(decoded)
-            .map_err(|_| Status::unauthenticated("malformed Basic credentials"))?;
-        let (user, password) = text
-            .split_once(':')
-            .ok_or_else(|| Status::unauthenticated("malformed Basic credentials"))?;
+            .ok_or_else(|| {
+                super::status::status(ErrorKind::Unauthenticated, "expected Basic credentials")
+            })?;
+        let decoded = LENIENT.decode(encoded.trim()).map_err(|_| {
+            super::status::status(ErrorKind::Unauthenticated, "malformed Basic credentials")
+        })?;
+        let text = String::from_utf8(decoded).map_err(|_| {
+            super::status::status(ErrorKind::Unauthenticated, "malformed Basic credentials")
+        })?;
+        let (user, password) = text.split_once(':').ok_or_else(|| {
+            super::status::status(ErrorKind::Unauthenticated, "malformed Basic credentials")
+        })?;
         self.login(user, password)
     }
 
@@ -103,7 +107,10 @@ impl Authenticator {
     pub fn login(&self, user: &str, password: &str) -> Result<Principal, Status> {
         if !self.check_password(user, password) {
             tracing::warn!(user, "failed login");
-            return Err(Status::unauthenticated("invalid user name or password"));
+            return Err(super::status::status(
+                ErrorKind::Unauthenticated,
+                "invalid user name or password",
+            ));
         }
         let token = new_token();
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
@@ -130,13 +137,14 @@ impl Authenticator {
     /// session). The second value is a freshly minted token to return in the response header.
     pub fn authenticate(&self, metadata: &MetadataMap) -> Result<(Principal, bool), Status> {
         let Some(value) = metadata.get("authorization") else {
-            return Err(Status::unauthenticated(
+            return Err(super::status::status(
+                ErrorKind::Unauthenticated,
                 "no credentials: authenticate with a Basic handshake, then send 'authorization: Bearer <token>'",
             ));
         };
-        let value = value
-            .to_str()
-            .map_err(|_| Status::unauthenticated("malformed authorization header"))?;
+        let value = value.to_str().map_err(|_| {
+            super::status::status(ErrorKind::Unauthenticated, "malformed authorization header")
+        })?;
         if let Some(token) = value
             .strip_prefix("Bearer ")
             .or_else(|| value.strip_prefix("bearer "))
@@ -154,7 +162,10 @@ impl Authenticator {
                         false,
                     ))
                 }
-                _ => Err(Status::unauthenticated("invalid or expired token")),
+                _ => Err(super::status::status(
+                    ErrorKind::Unauthenticated,
+                    "invalid or expired token",
+                )),
             }
         } else {
             self.login_basic(value).map(|p| (p, true))

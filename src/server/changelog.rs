@@ -5,6 +5,7 @@
 //! The stream is pulled by tonic as the client reads: a slow client slows only its own
 //! subscription (the subscription buffers two events), never the server's memory.
 
+use crate::error::ErrorKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -115,11 +116,14 @@ impl RowFilter {
             })
             .collect();
         Self::compile(t, read_schema, &columns).map_err(|s| {
-            Status::failed_precondition(format!(
-                "table {} changed its schema at snapshot {snapshot_id}: {}",
-                t.table,
-                s.message()
-            ))
+            super::status::status(
+                ErrorKind::FailedPrecondition,
+                format!(
+                    "table {} changed its schema at snapshot {snapshot_id}: {}",
+                    t.table,
+                    s.message()
+                ),
+            )
         })
     }
 
@@ -137,7 +141,7 @@ impl RowFilter {
         }
         crate::sql::limits::check_filter(&t.filter).map_err(to_status)?;
         let df_schema = DFSchema::try_from(read_schema.as_ref().clone())
-            .map_err(|e| Status::internal(e.to_string()))?;
+            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         let ctx = crate::sql::output_caps::capped_context();
         let bad =
             |e: datafusion::error::DataFusionError| invalid(format!("filter '{}': {e}", t.filter));
@@ -156,7 +160,7 @@ impl RowFilter {
             let schema = Arc::new(
                 read_schema
                     .project(&idx)
-                    .map_err(|e| Status::internal(e.to_string()))?,
+                    .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?,
             );
             Some((idx, schema))
         };
@@ -189,12 +193,12 @@ impl RowFilter {
         let mask = mask
             .as_boolean_opt()
             .ok_or_else(|| invalid("the filter is not a boolean expression"))?;
-        let kept =
-            filter_record_batch(&batch, mask).map_err(|e| Status::internal(e.to_string()))?;
+        let kept = filter_record_batch(&batch, mask)
+            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         match &self.keep {
             Some((idx, _)) => kept
                 .project(idx)
-                .map_err(|e| Status::internal(e.to_string())),
+                .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string())),
             None => Ok(kept),
         }
     }
@@ -231,7 +235,9 @@ impl Encoder {
             let (_, data) = self
                 .generator
                 .encode(&part, &mut self.tracker, &self.options, &mut self.context)
-                .map_err(|e| Status::internal(format!("encoding changes: {e}")))?;
+                .map_err(|e| {
+                    super::status::status(ErrorKind::Internal, format!("encoding changes: {e}"))
+                })?;
             out.push(FlightData::from(data).with_app_metadata(metadata.clone()));
             start += len;
             if start >= rows {

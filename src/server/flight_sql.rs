@@ -5,6 +5,7 @@
 //! Tickets and prepared-statement handles are self-contained (SQL, bound parameters, owner), so
 //! any request can be served without server-side statement state.
 
+use crate::error::ErrorKind;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
@@ -76,7 +77,8 @@ impl Handle {
         let h: Handle = serde_json::from_slice(bytes)
             .map_err(|_| invalid("malformed statement handle or ticket"))?;
         if h.user != principal.user {
-            return Err(Status::permission_denied(
+            return Err(super::status::status(
+                ErrorKind::PermissionDenied,
                 "this statement handle belongs to another user",
             ));
         }
@@ -152,10 +154,9 @@ fn checked_flight_data(
 
 /// The caller, as put into the request by the service wrapper.
 pub(crate) fn principal<T>(req: &Request<T>) -> std::result::Result<Principal, Status> {
-    req.extensions()
-        .get::<Principal>()
-        .cloned()
-        .ok_or_else(|| Status::unauthenticated("request was not authenticated"))
+    req.extensions().get::<Principal>().cloned().ok_or_else(|| {
+        super::status::status(ErrorKind::Unauthenticated, "request was not authenticated")
+    })
 }
 
 /// The plain (non-view) equivalent of a type: JDBC before 19 cannot read view types.
@@ -236,7 +237,9 @@ fn batch_stream(batch: RecordBatch) -> DoGetStream {
 fn ipc_schema(schema: &Schema) -> std::result::Result<bytes::Bytes, Status> {
     let IpcMessage(bytes) = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
         .try_into()
-        .map_err(|e: arrow::error::ArrowError| Status::internal(e.to_string()))?;
+        .map_err(|e: arrow::error::ArrowError| {
+            super::status::status(ErrorKind::Internal, e.to_string())
+        })?;
     Ok(bytes)
 }
 
@@ -247,7 +250,7 @@ fn flight_info(
 ) -> std::result::Result<FlightInfo, Status> {
     let info = FlightInfo::new()
         .try_with_schema(schema)
-        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?
         .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new(ticket)))
         .with_descriptor(descriptor);
     Ok(info)
@@ -337,7 +340,7 @@ impl TidelakeFlightSql {
                 crate::sql::count_schema(),
                 vec![Arc::new(arrow::array::Int64Array::from(vec![n]))],
             )
-            .map_err(|e| Status::internal(e.to_string()))?;
+            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
             return Ok(Response::new(batch_stream(batch)));
         }
         let params = handle.param_rows()?.into_iter().next().unwrap_or_default();
@@ -418,10 +421,10 @@ impl TidelakeFlightSql {
             | Command::CommandGetImportedKeys(_)
             | Command::CommandGetCrossReference(_) => return Ok(metadata::foreign_keys_schema()),
             other => {
-                return Err(Status::unimplemented(format!(
-                    "GetSchema is not available for {}",
-                    other.type_url()
-                )))
+                return Err(super::status::status(
+                    ErrorKind::Unsupported,
+                    format!("GetSchema is not available for {}", other.type_url()),
+                ))
             }
         };
         let (kind, schema, _) = self
@@ -449,9 +452,10 @@ impl TidelakeFlightSql {
         match catalog {
             None | Some("") => Ok(()),
             Some(c) if c == CATALOG_NAME => Ok(()),
-            Some(c) => Err(Status::not_found(format!(
-                "unknown catalog '{c}'; the catalog is '{CATALOG_NAME}'"
-            ))),
+            Some(c) => Err(super::status::status(
+                ErrorKind::NotFound,
+                format!("unknown catalog '{c}'; the catalog is '{CATALOG_NAME}'"),
+            )),
         }
     }
 
@@ -464,10 +468,16 @@ impl TidelakeFlightSql {
         let (_, session) = self.session(&request)?;
         Self::check_catalog(cmd.catalog.as_deref())?;
         if cmd.temporary {
-            return Err(Status::unimplemented("temporary tables are not supported"));
+            return Err(super::status::status(
+                ErrorKind::Unsupported,
+                "temporary tables are not supported",
+            ));
         }
         if cmd.transaction_id.is_some() {
-            return Err(Status::unimplemented("transactions are not supported"));
+            return Err(super::status::status(
+                ErrorKind::Unsupported,
+                "transactions are not supported",
+            ));
         }
         let database = cmd
             .schema
@@ -524,13 +534,17 @@ impl TidelakeFlightSql {
                 TableExistsOption::Append => {}
                 TableExistsOption::Replace => overwrite = Some(Overwrite::Table),
                 _ => {
-                    return Err(Status::already_exists(format!(
-                        "table '{id}' already exists"
-                    )))
+                    return Err(super::status::status(
+                        ErrorKind::AlreadyExists,
+                        format!("table '{id}' already exists"),
+                    ))
                 }
             }
         } else if if_not_exist != TableNotExistOption::Create {
-            return Err(Status::not_found(format!("table '{id}' does not exist")));
+            return Err(super::status::status(
+                ErrorKind::NotFound,
+                format!("table '{id}' does not exist"),
+            ));
         }
         if !exists || overwrite.is_some() {
             let mut columns = Vec::new();
@@ -558,10 +572,10 @@ impl TidelakeFlightSql {
                 .await
                 .map_err(to_status)?
         {
-            return Err(Status::not_found(format!(
-                "database '{}' does not exist",
-                id.database
-            )));
+            return Err(super::status::status(
+                ErrorKind::NotFound,
+                format!("database '{}' does not exist", id.database),
+            ));
         }
         // A new table, or a replacement whose definition differs, is written into a staging
         // table first and renamed into place once the data is committed: a failed ingest leaves
@@ -681,7 +695,10 @@ impl FlightSqlService for TidelakeFlightSql {
         Status,
     > {
         // Handled by the service wrapper before it reaches here.
-        Err(Status::internal("handshake is handled by the service"))
+        Err(super::status::status(
+            ErrorKind::Internal,
+            "handshake is handled by the service",
+        ))
     }
 
     async fn get_flight_info_statement(
@@ -691,7 +708,10 @@ impl FlightSqlService for TidelakeFlightSql {
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         let (p, session) = self.session(&request)?;
         if query.transaction_id.is_some() {
-            return Err(Status::unimplemented("transactions are not supported"));
+            return Err(super::status::status(
+                ErrorKind::Unsupported,
+                "transactions are not supported",
+            ));
         }
         let handle = Handle {
             user: p.user,
@@ -754,7 +774,9 @@ impl FlightSqlService for TidelakeFlightSql {
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let mut b = query.into_builder();
         b.append(CATALOG_NAME);
-        let batch = b.build().map_err(|e| Status::internal(e.to_string()))?;
+        let batch = b
+            .build()
+            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         Ok(Response::new(batch_stream(batch)))
     }
 
@@ -785,7 +807,9 @@ impl FlightSqlService for TidelakeFlightSql {
                 b.append(CATALOG_NAME, db);
             }
         }
-        let batch = b.build().map_err(|e| Status::internal(e.to_string()))?;
+        let batch = b
+            .build()
+            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         Ok(Response::new(batch_stream(batch)))
     }
 
@@ -823,10 +847,12 @@ impl FlightSqlService for TidelakeFlightSql {
                     Schema::empty()
                 };
                 b.append(CATALOG_NAME, &db, &t, TABLE_TYPE, &schema)
-                    .map_err(|e| Status::internal(e.to_string()))?;
+                    .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
             }
         }
-        let batch = b.build().map_err(|e| Status::internal(e.to_string()))?;
+        let batch = b
+            .build()
+            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         Ok(Response::new(batch_stream(batch)))
     }
 
@@ -846,7 +872,9 @@ impl FlightSqlService for TidelakeFlightSql {
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let mut b = query.into_builder();
         b.append(TABLE_TYPE);
-        let batch = b.build().map_err(|e| Status::internal(e.to_string()))?;
+        let batch = b
+            .build()
+            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         Ok(Response::new(batch_stream(batch)))
     }
 
@@ -866,7 +894,7 @@ impl FlightSqlService for TidelakeFlightSql {
         let batch = query
             .into_builder(&self.sql_info)
             .build()
-            .map_err(|e| Status::internal(e.to_string()))?;
+            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         Ok(Response::new(batch_stream(batch)))
     }
 
@@ -897,7 +925,7 @@ impl FlightSqlService for TidelakeFlightSql {
             Err(e) => return Err(to_status(e)),
         };
         let batch = metadata::primary_keys_batch(CATALOG_NAME, &db, &query.table, &keys)
-            .map_err(|e| Status::internal(e.to_string()))?;
+            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         Ok(Response::new(batch_stream(batch)))
     }
 
@@ -972,7 +1000,7 @@ impl FlightSqlService for TidelakeFlightSql {
         let batch = query
             .into_builder(&self.xdbc)
             .build()
-            .map_err(|e| Status::internal(e.to_string()))?;
+            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         Ok(Response::new(batch_stream(batch)))
     }
 
@@ -983,7 +1011,10 @@ impl FlightSqlService for TidelakeFlightSql {
     ) -> std::result::Result<i64, Status> {
         let (_, session) = self.session(&request)?;
         if ticket.transaction_id.is_some() {
-            return Err(Status::unimplemented("transactions are not supported"));
+            return Err(super::status::status(
+                ErrorKind::Unsupported,
+                "transactions are not supported",
+            ));
         }
         self.engine
             .execute_update(&session, &ticket.query, &[])
@@ -1035,7 +1066,10 @@ impl FlightSqlService for TidelakeFlightSql {
     ) -> std::result::Result<ActionCreatePreparedStatementResult, Status> {
         let p = principal(&request)?;
         if query.transaction_id.is_some() {
-            return Err(Status::unimplemented("transactions are not supported"));
+            return Err(super::status::status(
+                ErrorKind::Unsupported,
+                "transactions are not supported",
+            ));
         }
         Ok(self.prepare(&p, query.query).await?.0)
     }

@@ -3,6 +3,7 @@
 //! unimplemented (Handshake, GetSchema, PollFlightInfo, session options, CancelFlightInfo, and
 //! the `is_update` field of prepared statements that JDBC reads).
 
+use crate::error::ErrorKind;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -58,7 +59,7 @@ pub struct TidelakeService {
 }
 
 fn panic_status(p: Panicked) -> Status {
-    Status::internal(p.to_string())
+    super::status::status(ErrorKind::Internal, p.to_string())
 }
 
 type Head = tonic::metadata::MetadataMap;
@@ -199,20 +200,29 @@ impl FlightService for TidelakeService {
     ) -> Result<Response<Self::HandshakeStream>, Status> {
         let principal = match request.metadata().get("authorization") {
             Some(v) => {
-                let v = v
-                    .to_str()
-                    .map_err(|_| Status::unauthenticated("malformed authorization header"))?;
+                let v = v.to_str().map_err(|_| {
+                    super::status::status(
+                        ErrorKind::Unauthenticated,
+                        "malformed authorization header",
+                    )
+                })?;
                 self.auth.login_basic(v)?
             }
             None => {
                 // Credentials in the handshake payload (Flight's BasicAuth message).
                 let mut s = request.into_inner();
-                let first = s
-                    .next()
-                    .await
-                    .ok_or_else(|| Status::unauthenticated("no credentials in the handshake"))??;
-                let basic = BasicAuth::decode(first.payload.as_ref())
-                    .map_err(|_| Status::unauthenticated("no credentials in the handshake"))?;
+                let first = s.next().await.ok_or_else(|| {
+                    super::status::status(
+                        ErrorKind::Unauthenticated,
+                        "no credentials in the handshake",
+                    )
+                })??;
+                let basic = BasicAuth::decode(first.payload.as_ref()).map_err(|_| {
+                    super::status::status(
+                        ErrorKind::Unauthenticated,
+                        "no credentials in the handshake",
+                    )
+                })?;
                 self.auth.login(&basic.username, &basic.password)?
             }
         };
@@ -280,9 +290,14 @@ impl FlightService for TidelakeService {
     ) -> Result<Response<SchemaResult>, Status> {
         let token = self.authorize(&mut request)?;
         let principal = Self::principal(&request)?;
-        let any = Any::decode(request.get_ref().cmd.as_ref())
-            .map_err(|_| Status::invalid_argument("descriptor is not a Flight SQL command"))?;
-        let cmd = Command::try_from(any).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let any = Any::decode(request.get_ref().cmd.as_ref()).map_err(|_| {
+            super::status::status(
+                ErrorKind::InvalidArgument,
+                "descriptor is not a Flight SQL command",
+            )
+        })?;
+        let cmd = Command::try_from(any)
+            .map_err(|e| super::status::status(ErrorKind::InvalidArgument, e.to_string()))?;
         let admission = self.admit(&request, None).await?;
         let sql = Arc::clone(&self.sql);
         let schema = self
@@ -293,7 +308,9 @@ impl FlightService for TidelakeService {
         let result: SchemaResult =
             SchemaAsIpc::new(&schema, &arrow::ipc::writer::IpcWriteOptions::default())
                 .try_into()
-                .map_err(|e: arrow::error::ArrowError| Status::internal(e.to_string()))?;
+                .map_err(|e: arrow::error::ArrowError| {
+                    super::status::status(ErrorKind::Internal, e.to_string())
+                })?;
         Ok(with_token(Response::new(result), token))
     }
 
@@ -353,14 +370,26 @@ impl FlightService for TidelakeService {
         let action = request.get_ref();
         let resp = match action.r#type.as_str() {
             "CreatePreparedStatement" => {
-                let any = Any::decode(action.body.as_ref())
-                    .map_err(|_| Status::invalid_argument("malformed CreatePreparedStatement"))?;
+                let any = Any::decode(action.body.as_ref()).map_err(|_| {
+                    super::status::status(
+                        ErrorKind::InvalidArgument,
+                        "malformed CreatePreparedStatement",
+                    )
+                })?;
                 let cmd: ActionCreatePreparedStatementRequest = any
                     .unpack()
-                    .map_err(|e| Status::invalid_argument(e.to_string()))?
-                    .ok_or_else(|| Status::invalid_argument("malformed CreatePreparedStatement"))?;
+                    .map_err(|e| super::status::status(ErrorKind::InvalidArgument, e.to_string()))?
+                    .ok_or_else(|| {
+                        super::status::status(
+                            ErrorKind::InvalidArgument,
+                            "malformed CreatePreparedStatement",
+                        )
+                    })?;
                 if cmd.transaction_id.is_some() {
-                    return Err(Status::unimplemented("transactions are not supported"));
+                    return Err(super::status::status(
+                        ErrorKind::Unsupported,
+                        "transactions are not supported",
+                    ));
                 }
                 let admission = self.admit(&request, None).await?;
                 let (sql, caller) = (Arc::clone(&self.sql), principal.clone());
@@ -382,8 +411,12 @@ impl FlightService for TidelakeService {
                 one_result(&any)
             }
             "SetSessionOptions" => {
-                let req = SetSessionOptionsRequest::decode(action.body.as_ref())
-                    .map_err(|_| Status::invalid_argument("malformed SetSessionOptionsRequest"))?;
+                let req = SetSessionOptionsRequest::decode(action.body.as_ref()).map_err(|_| {
+                    super::status::status(
+                        ErrorKind::InvalidArgument,
+                        "malformed SetSessionOptionsRequest",
+                    )
+                })?;
                 let mut result = SetSessionOptionsResult::default();
                 for (name, value) in req.session_options {
                     let text = match value.option_value {
@@ -444,7 +477,10 @@ impl FlightService for TidelakeService {
                     };
                     match super::admin::run(&sql.engine, &caller, &name, &body).await {
                         Some(results) => Ok(Response::new(results?)),
-                        None => Err(Status::unimplemented(format!("unknown action '{name}'"))),
+                        None => Err(super::status::status(
+                            ErrorKind::Unsupported,
+                            format!("unknown action '{name}'"),
+                        )),
                     }
                 })
                 .await?

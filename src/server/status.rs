@@ -16,6 +16,7 @@ pub fn code(kind: ErrorKind) -> Code {
         ErrorKind::PermissionDenied => Code::PermissionDenied,
         ErrorKind::ResourceExhausted => Code::ResourceExhausted,
         ErrorKind::OutOfRange => Code::OutOfRange,
+        ErrorKind::FailedPrecondition => Code::FailedPrecondition,
         ErrorKind::Cancelled => Code::Cancelled,
         ErrorKind::Unavailable => Code::Unavailable,
         ErrorKind::Internal => Code::Internal,
@@ -87,9 +88,17 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// The status of a failure of `kind` that a handler detects itself (through [`to_status`], so
+/// the code comes from [`code`] and an internal error is logged with the caller's location).
+#[track_caller]
+pub fn status(kind: ErrorKind, message: impl Into<String>) -> Status {
+    to_status(crate::error::of_kind(kind, message))
+}
+
 /// Shorthand for an InvalidArgument status.
+#[track_caller]
 pub fn invalid(message: impl Into<String>) -> Status {
-    Status::invalid_argument(message.into())
+    status(ErrorKind::InvalidArgument, message)
 }
 
 #[cfg(test)]

@@ -167,49 +167,6 @@ fn internal(message: String) -> Error {
     crate::error::InternalSnafu { message }.build()
 }
 
-/// The kind of a DataFusion error, looking through the wrappers DataFusion adds (context,
-/// diagnostics, errors shared between partitions, external errors) to a tidelake error inside.
-fn df_kind(e: &DataFusionError) -> ErrorKind {
-    match e {
-        DataFusionError::External(b) => {
-            if let Some(ours) = b.downcast_ref::<Error>() {
-                ours.kind()
-            } else if let Some(inner) = b.downcast_ref::<DataFusionError>() {
-                df_kind(inner)
-            } else if let Some(arrow) = b.downcast_ref::<arrow::error::ArrowError>() {
-                arrow_kind(arrow)
-            } else {
-                ErrorKind::Internal
-            }
-        }
-        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
-            df_kind(inner)
-        }
-        DataFusionError::Shared(inner) => df_kind(inner),
-        DataFusionError::ArrowError(a, _) => arrow_kind(a),
-        DataFusionError::ResourcesExhausted(_) => ErrorKind::ResourceExhausted,
-        DataFusionError::NotImplemented(_) => ErrorKind::Unsupported,
-        DataFusionError::Plan(_)
-        | DataFusionError::SQL(_, _)
-        | DataFusionError::SchemaError(_, _)
-        | DataFusionError::Execution(_) => ErrorKind::InvalidArgument,
-        _ => ErrorKind::Internal,
-    }
-}
-
-fn arrow_kind(e: &arrow::error::ArrowError) -> ErrorKind {
-    match e {
-        arrow::error::ArrowError::ExternalError(b) => match b.downcast_ref::<Error>() {
-            Some(ours) => ours.kind(),
-            None => match b.downcast_ref::<DataFusionError>() {
-                Some(d) => df_kind(d),
-                None => ErrorKind::Internal,
-            },
-        },
-        _ => ErrorKind::InvalidArgument,
-    }
-}
-
 /// Converts a DataFusion error, unwrapping tidelake errors it carries.
 pub(crate) fn from_df(e: DataFusionError) -> Error {
     match e {
@@ -227,14 +184,12 @@ pub(crate) fn from_df(e: DataFusionError) -> Error {
         DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
             from_df(*inner)
         }
-        e => {
-            let kind = df_kind(&e);
-            crate::error::SqlSnafu {
+        e => snafu::IntoError::into_error(
+            crate::error::QuerySnafu {
                 message: e.strip_backtrace(),
-                kind,
-            }
-            .build()
-        }
+            },
+            Box::new(e),
+        ),
     }
 }
 
