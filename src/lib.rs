@@ -4,14 +4,19 @@
 //!
 //! ```text
 //!  main.rs (CLI)
-//!  server/      Flight SQL service: auth, one Status mapping, IPC checks; calls run on work threads
+//!  server/      Flight SQL service: auth, one Status mapping (status.rs), IPC checks; handlers by
+//!               kind in flight_sql/ (statements, tickets, encoding, ingest), admin actions; calls
+//!               run on work threads
 //!  sql/         DataFusion: statements, limits on their size and depth, capped functions
 //!  catalog/     databases and tables of a warehouse
-//!  table/       write (route rows to buckets) · commit · scan planning · merged read
+//!  table/       write (route rows to buckets) · commit · scan planning · merged read ·
+//!               maintenance.rs: the one core the CLI, CALL sys.* and the admin actions share
 //!  lsm/         per-bucket sorted write buffer and merge engines (sync, no IO)
-//!  schema/ snapshot/ manifest/   managers of the versioned files of one table
+//!  schema/      versioned schema files, schema evolution, and the layout a schema implies
+//!  snapshot/ manifest/   managers of the versioned files of one table
 //!  io/          storage access, durable writes, the write-once primitive
-//!  spec/        on-disk format types and codecs (no IO)
+//!  spec/        on-disk format types and codecs, the typed table options (no IO)
+//!  clock.rs     the engine's clock (system or manual, injected through the catalog)
 //!  runtime.rs   the IO runtime and the work threads (the only place that builds runtimes)
 //! ```
 

@@ -3,7 +3,9 @@
 //! wrapper ([`super::service`]), which puts the caller's [`Principal`] into each request.
 //!
 //! Tickets and prepared-statement handles are self-contained (SQL, bound parameters, owner), so
-//! any request can be served without server-side statement state.
+//! any request can be served without server-side statement state (`tickets`). What is sent is
+//! built in `encode`; bulk ingest lives in `ingest`; this file holds the dispatch of every Flight
+//! SQL call and the statement and metadata handlers.
 
 use crate::error::ErrorKind;
 use std::sync::Arc;
@@ -44,6 +46,15 @@ use crate::error::Result;
 use crate::sql::{Role, SqlEngine, SqlSession, StatementKind, CATALOG_NAME};
 use crate::table::{Overwrite, WriteOptions};
 
+mod encode;
+mod ingest;
+mod tickets;
+
+use encode::{batch_stream, flight_info, ipc_schema, metadata_info, plain_type};
+pub(crate) use encode::{encode_stream, plain_schema};
+pub(crate) use tickets::Handle;
+use tickets::{checked_flight_data, encode_params};
+
 /// Largest FlightData message the server sends (batches are split to fit).
 pub const MAX_FLIGHT_DATA: usize = 2 * 1024 * 1024;
 
@@ -54,206 +65,11 @@ type DoGetStream = std::pin::Pin<
     Box<dyn Stream<Item = std::result::Result<arrow_flight::FlightData, Status>> + Send>,
 >;
 
-/// A statement ticket or prepared-statement handle.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Handle {
-    /// The user the handle was issued to; nobody else may use it.
-    pub(crate) user: String,
-    pub(crate) sql: String,
-    /// Bound parameters as a base64 Arrow IPC stream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) params: Option<String>,
-    /// The count of an update already executed (updates run when their FlightInfo is requested).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) count: Option<i64>,
-}
-
-impl Handle {
-    fn encode(&self) -> bytes::Bytes {
-        serde_json::to_vec(self).unwrap_or_default().into()
-    }
-
-    fn decode(bytes: &[u8], principal: &Principal) -> std::result::Result<Self, Status> {
-        let h: Handle = serde_json::from_slice(bytes)
-            .map_err(|_| invalid("malformed statement handle or ticket"))?;
-        if h.user != principal.user {
-            return Err(super::status::status(
-                ErrorKind::PermissionDenied,
-                "this statement handle belongs to another user",
-            ));
-        }
-        Ok(h)
-    }
-
-    /// The bound parameter rows (one set of values per row).
-    fn param_rows(&self) -> std::result::Result<Vec<Vec<ScalarValue>>, Status> {
-        let Some(p) = &self.params else {
-            return Ok(vec![]);
-        };
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(p)
-            .map_err(|_| invalid("malformed parameters in statement handle"))?;
-        // The handle came from the client: its stream is checked before arrow sizes anything.
-        super::ipc::check_ipc_stream(&bytes)
-            .map_err(|e| invalid(format!("malformed parameters: {e}")))?;
-        let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
-            .map_err(|e| invalid(format!("malformed parameters: {e}")))?;
-        let mut rows = Vec::new();
-        for b in reader {
-            let b = b.map_err(|e| invalid(format!("malformed parameters: {e}")))?;
-            for r in 0..b.num_rows() {
-                let row = b
-                    .columns()
-                    .iter()
-                    .map(|c| ScalarValue::try_from_array(c, r))
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|e| invalid(format!("parameter: {e}")))?;
-                rows.push(row);
-            }
-        }
-        Ok(rows)
-    }
-}
-
-fn encode_params(batches: &[RecordBatch]) -> std::result::Result<Option<String>, Status> {
-    let Some(first) = batches.first() else {
-        return Ok(None);
-    };
-    let mut buf = Vec::new();
-    {
-        let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut buf, &first.schema())
-            .map_err(|e| invalid(format!("parameters: {e}")))?;
-        for b in batches {
-            w.write(b)
-                .map_err(|e| invalid(format!("parameters: {e}")))?;
-        }
-        w.finish()
-            .map_err(|e| invalid(format!("parameters: {e}")))?;
-    }
-    Ok(Some(base64::engine::general_purpose::STANDARD.encode(buf)))
-}
-
-/// `input` with every message checked by [`super::ipc`] before arrow decodes it.
-fn checked_flight_data(
-    input: impl Stream<Item = std::result::Result<arrow_flight::FlightData, FlightError>>
-        + Send
-        + 'static,
-) -> impl Stream<Item = std::result::Result<arrow_flight::FlightData, FlightError>> + Send + 'static
-{
-    let mut schema: Option<Schema> = None;
-    input.map(move |r| {
-        let fd = r?;
-        if let Some(s) =
-            super::ipc::check_flight_data(&fd, schema.as_ref()).map_err(FlightError::DecodeError)?
-        {
-            schema = Some(s);
-        }
-        Ok(fd)
-    })
-}
-
 /// The caller, as put into the request by the service wrapper.
 pub(crate) fn principal<T>(req: &Request<T>) -> std::result::Result<Principal, Status> {
     req.extensions().get::<Principal>().cloned().ok_or_else(|| {
         super::status::status(ErrorKind::Unauthenticated, "request was not authenticated")
     })
-}
-
-/// The plain (non-view) equivalent of a type: JDBC before 19 cannot read view types.
-fn plain_type(t: &DataType) -> DataType {
-    match t {
-        DataType::Utf8View => DataType::Utf8,
-        DataType::BinaryView => DataType::Binary,
-        DataType::ListView(f) | DataType::List(f) => DataType::List(plain_field(f)),
-        DataType::LargeListView(f) | DataType::LargeList(f) => DataType::LargeList(plain_field(f)),
-        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(plain_field(f), *n),
-        DataType::Struct(fs) => DataType::Struct(fs.iter().map(plain_field).collect()),
-        DataType::Map(f, sorted) => DataType::Map(plain_field(f), *sorted),
-        DataType::Dictionary(_, v) => plain_type(v),
-        other => other.clone(),
-    }
-}
-
-fn plain_field(f: &FieldRef) -> FieldRef {
-    Arc::new(
-        Field::new(f.name(), plain_type(f.data_type()), f.is_nullable())
-            .with_metadata(f.metadata().clone()),
-    )
-}
-
-/// The schema clients see: plain types, the query's nullability.
-pub(crate) fn plain_schema(s: &Schema) -> SchemaRef {
-    Arc::new(Schema::new_with_metadata(
-        s.fields().iter().map(plain_field).collect::<Vec<_>>(),
-        s.metadata().clone(),
-    ))
-}
-
-/// `batch` relabelled to `schema` (casting view types), so every message matches FlightInfo.
-fn conform(
-    batch: RecordBatch,
-    schema: &SchemaRef,
-) -> std::result::Result<RecordBatch, FlightError> {
-    let cols: Vec<ArrayRef> = batch
-        .columns()
-        .iter()
-        .zip(schema.fields())
-        .map(|(c, f)| {
-            if c.data_type() == f.data_type() {
-                Ok(Arc::clone(c))
-            } else {
-                arrow::compute::cast(c, f.data_type())
-            }
-        })
-        .collect::<std::result::Result<_, _>>()
-        .map_err(FlightError::Arrow)?;
-    let opts = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    RecordBatch::try_new_with_options(Arc::clone(schema), cols, &opts).map_err(FlightError::Arrow)
-}
-
-/// Encodes a stream of batches as FlightData, batch by batch (never collected).
-pub(crate) fn encode_stream(
-    schema: SchemaRef,
-    batches: BoxStream<'static, Result<RecordBatch>>,
-) -> DoGetStream {
-    let target = Arc::clone(&schema);
-    let input = batches.map(move |r| match r {
-        Ok(b) => conform(b, &target),
-        Err(e) => Err(FlightError::Tonic(Box::new(to_status(e)))),
-    });
-    let encoded = FlightDataEncoderBuilder::new()
-        .with_schema(schema)
-        .with_max_flight_data_size(MAX_FLIGHT_DATA)
-        .build(input)
-        .map_err(Status::from);
-    Box::pin(encoded)
-}
-
-fn batch_stream(batch: RecordBatch) -> DoGetStream {
-    let schema = batch.schema();
-    encode_stream(schema, stream::iter([Ok(batch)]).boxed())
-}
-
-fn ipc_schema(schema: &Schema) -> std::result::Result<bytes::Bytes, Status> {
-    let IpcMessage(bytes) = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
-        .try_into()
-        .map_err(|e: arrow::error::ArrowError| {
-            super::status::status(ErrorKind::Internal, e.to_string())
-        })?;
-    Ok(bytes)
-}
-
-fn flight_info(
-    schema: &Schema,
-    ticket: bytes::Bytes,
-    descriptor: FlightDescriptor,
-) -> std::result::Result<FlightInfo, Status> {
-    let info = FlightInfo::new()
-        .try_with_schema(schema)
-        .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?
-        .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new(ticket)))
-        .with_descriptor(descriptor);
-    Ok(info)
 }
 
 /// The Flight SQL side of tidelake.
@@ -459,199 +275,6 @@ impl TidelakeFlightSql {
         }
     }
 
-    /// Bulk ingest: streams the batches into one writer and commits once at the end.
-    async fn ingest(
-        &self,
-        cmd: CommandStatementIngest,
-        request: Request<PeekableFlightDataStream>,
-    ) -> std::result::Result<i64, Status> {
-        let (_, session) = self.session(&request)?;
-        Self::check_catalog(cmd.catalog.as_deref())?;
-        if cmd.temporary {
-            return Err(super::status::status(
-                ErrorKind::Unsupported,
-                "temporary tables are not supported",
-            ));
-        }
-        if cmd.transaction_id.is_some() {
-            return Err(super::status::status(
-                ErrorKind::Unsupported,
-                "transactions are not supported",
-            ));
-        }
-        let database = cmd
-            .schema
-            .clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or(session.database.clone());
-        let id = Identifier::new(database, cmd.table.clone());
-        let opts = cmd.table_definition_options.unwrap_or_default();
-        let if_not_exist = TableNotExistOption::try_from(opts.if_not_exist)
-            .unwrap_or(TableNotExistOption::Unspecified);
-        let if_exists =
-            TableExistsOption::try_from(opts.if_exists).unwrap_or(TableExistsOption::Unspecified);
-        let mut batches = FlightRecordBatchStream::new_from_flight_data(checked_flight_data(
-            request.into_inner().map_err(FlightError::from),
-        ));
-        // The first batch (or the end) makes the stream's schema known.
-        let first = batches
-            .next()
-            .await
-            .transpose()
-            .map_err(|e| invalid(format!("ingest into {id}: {e}")))?;
-        let Some(schema) = batches.schema().cloned() else {
-            return Err(invalid(format!(
-                "ingest into {id}: the stream has no schema"
-            )));
-        };
-        let catalog = self.engine.catalog();
-        let exists = match catalog.load_table(&id).await {
-            Ok(_) => true,
-            Err(e) if e.kind() == crate::error::ErrorKind::NotFound => false,
-            Err(e) => return Err(to_status(e)),
-        };
-        let mut row_kind_column = None;
-        let mut def = TableDefinition::default();
-        for (k, v) in &cmd.options {
-            let list = || {
-                v.split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect::<Vec<_>>()
-            };
-            match k.as_str() {
-                "primary-key" | "tidelake.primary-key" => def.primary_keys = list(),
-                "partition-keys" | "tidelake.partition-keys" => def.partition_keys = list(),
-                "row-kind-column" | "tidelake.row-kind-column" => row_kind_column = Some(v.clone()),
-                _ => {
-                    def.options.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        let mut overwrite = None;
-        if exists {
-            match if_exists {
-                TableExistsOption::Append => {}
-                TableExistsOption::Replace => overwrite = Some(Overwrite::Table),
-                _ => {
-                    return Err(super::status::status(
-                        ErrorKind::AlreadyExists,
-                        format!("table '{id}' already exists"),
-                    ))
-                }
-            }
-        } else if if_not_exist != TableNotExistOption::Create {
-            return Err(super::status::status(
-                ErrorKind::NotFound,
-                format!("table '{id}' does not exist"),
-            ));
-        }
-        if !exists || overwrite.is_some() {
-            let mut columns = Vec::new();
-            for f in schema.fields() {
-                if Some(f.name()) == row_kind_column.as_ref() {
-                    continue;
-                }
-                let nullable = f.is_nullable() && !def.primary_keys.contains(f.name());
-                let Some(ty) =
-                    crate::spec::DataType::from_arrow(&plain_type(f.data_type()), nullable)
-                else {
-                    return Err(invalid(format!(
-                        "ingest into {id}: column '{}' has type {} which Paimon tables cannot store",
-                        f.name(),
-                        f.data_type()
-                    )));
-                };
-                columns.push((f.name().clone(), ty));
-            }
-            def.columns = columns;
-        }
-        if !exists
-            && !catalog
-                .database_exists(&id.database)
-                .await
-                .map_err(to_status)?
-        {
-            return Err(super::status::status(
-                ErrorKind::NotFound,
-                format!("database '{}' does not exist", id.database),
-            ));
-        }
-        // A new table, or a replacement whose definition differs, is written into a staging
-        // table first and renamed into place once the data is committed: a failed ingest leaves
-        // no table behind and the replaced one untouched.
-        let staged = if !exists {
-            true
-        } else if overwrite.is_some() {
-            let table = catalog.load_table(&id).await.map_err(to_status)?;
-            !same_definition(table.schema(), &def)
-        } else {
-            false
-        };
-        let needed = if staged {
-            (Role::Admin, "an ingest that creates or redefines a table")
-        } else {
-            (Role::Writer, "ingest")
-        };
-        session
-            .role
-            .require(needed.0, needed.1)
-            .map_err(to_status)?;
-        let ident = id.to_string();
-        let rest = batches.map(move |r| {
-            r.map_err(|e| {
-                crate::error::InvalidArgumentSnafu {
-                    message: format!("ingest into {ident}: {e}"),
-                }
-                .build()
-            })
-        });
-        let all = stream::iter(first.map(Ok)).chain(rest).boxed();
-        let options = WriteOptions { row_kind_column };
-        if !staged {
-            let table = catalog.load_table(&id).await.map_err(to_status)?;
-            return table
-                .write_stream(all, options, overwrite)
-                .await
-                .map_err(to_status);
-        }
-        let tag = uuid::Uuid::new_v4().simple().to_string();
-        let staging = Identifier::new(id.database.clone(), format!("_tidelake_ingest_{tag}"));
-        let table = catalog
-            .create_table(&staging, &def, false)
-            .await
-            .map_err(to_status)?;
-        let written = match table.write_stream(all, options, None).await {
-            Ok(n) => n,
-            Err(e) => {
-                drop_staging(catalog, &staging).await;
-                return Err(to_status(e));
-            }
-        };
-        if !exists {
-            if let Err(e) = catalog.rename_table(&staging, &id).await {
-                drop_staging(catalog, &staging).await;
-                return Err(to_status(e));
-            }
-            return Ok(written);
-        }
-        // Replace: the old table steps aside, the new one takes its name, the old one goes.
-        let old = Identifier::new(id.database.clone(), format!("_tidelake_replaced_{tag}"));
-        if let Err(e) = catalog.rename_table(&id, &old).await {
-            drop_staging(catalog, &staging).await;
-            return Err(to_status(e));
-        }
-        if let Err(e) = catalog.rename_table(&staging, &id).await {
-            if let Err(back) = catalog.rename_table(&old, &id).await {
-                tracing::error!(table = %id, error = %back, "could not restore a replaced table");
-            }
-            drop_staging(catalog, &staging).await;
-            return Err(to_status(e));
-        }
-        drop_staging(catalog, &old).await;
-        Ok(written)
-    }
-
     async fn read_params(
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<Vec<RecordBatch>, Status> {
@@ -663,20 +286,6 @@ impl TidelakeFlightSql {
         .map_err(|e| invalid(format!("parameters: {e}")))?;
         Ok(batches.into_iter().filter(|b| b.num_rows() > 0).collect())
     }
-}
-
-/// FlightInfo of a metadata command: its ticket is the command itself (as an `Any`).
-fn metadata_info<C: ProstMessageExt>(
-    schema: &Schema,
-    cmd: &C,
-    request: Request<FlightDescriptor>,
-) -> std::result::Result<Response<FlightInfo>, Status> {
-    let ticket = cmd.as_any().encode_to_vec().into();
-    Ok(Response::new(flight_info(
-        schema,
-        ticket,
-        request.into_inner(),
-    )?))
 }
 
 #[tonic::async_trait]
@@ -1099,31 +708,4 @@ impl FlightSqlService for TidelakeFlightSql {
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
-}
-
-/// Whether a table already has the definition an ingest asks for: the same column names and types
-/// (nullability aside: NOT NULL columns stay so, and a null in them fails the write) and, where
-/// the request names them, the same keys and options.
-fn same_definition(schema: &crate::spec::TableSchema, def: &TableDefinition) -> bool {
-    let columns = schema.fields.len() == def.columns.len()
-        && schema
-            .fields
-            .iter()
-            .zip(&def.columns)
-            .all(|(a, (n, t))| &a.name == n && a.data_type.root == t.root);
-    let keys = (def.primary_keys.is_empty() || def.primary_keys == schema.primary_keys)
-        && (def.partition_keys.is_empty() || def.partition_keys == schema.partition_keys);
-    let options = def
-        .options
-        .iter()
-        .all(|(k, v)| schema.options.get(k) == Some(v));
-    columns && keys && options
-}
-
-/// Removes a staging (or replaced) table of an ingest, logging what cannot be removed (an orphan
-/// directory an operator can delete).
-async fn drop_staging(catalog: &crate::catalog::Catalog, id: &Identifier) {
-    if let Err(e) = catalog.drop_table(id, true).await {
-        tracing::warn!(table = %id, error = %e, "could not remove an ingest's staging table");
-    }
 }
