@@ -3,6 +3,7 @@
 
 pub mod binary_row;
 pub mod datum;
+pub mod identifier;
 pub mod manifest;
 pub mod options;
 pub mod partition;

@@ -29,7 +29,6 @@ pub use read::TableRead;
 pub use scan::{Plan, ScanBuilder, SnapshotSelector, Split};
 pub use write::{CommitMessage, TableWrite, WriteOptions};
 
-use crate::catalog::Identifier;
 use crate::clock::Clock;
 use crate::error::{CorruptSnafu, Result};
 use crate::io::FileIo;
@@ -37,6 +36,7 @@ use crate::manifest::ManifestManager;
 use crate::schema::SchemaManager;
 use crate::snapshot::SnapshotManager;
 use crate::spec::binary_row;
+use crate::spec::identifier::Identifier;
 use crate::spec::partition::{partition_path, PartitionNaming};
 use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
 use crate::spec::{CoreOptions, TableSchema};
