@@ -1,12 +1,13 @@
 //! Scan planning: which snapshot, which files, grouped into splits of one (partition, bucket).
-//! Pure selection over manifest entries once they are read; no data file is opened here.
+//! `plan()` resolves the snapshot and reads its manifests; what it keeps of them is decided by
+//! [`Pruning`], pure predicates over the entries (unit-tested below). No data file is opened here.
 
 use std::collections::BTreeMap;
 
 use super::Table;
-use crate::error::{invalid, NotFoundSnafu, Result};
+use crate::error::{NotFoundSnafu, Result};
 use crate::spec::binary_row::{self, Datum};
-use crate::spec::{DataFileMeta, MergeEngine, Snapshot};
+use crate::spec::{DataFileMeta, ManifestEntry, MergeEngine, Snapshot};
 
 /// Which version of the table to read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -149,87 +150,20 @@ impl ScanBuilder {
             });
         };
         let layout = table.layout()?;
-        let keys = &layout.schema.partition_keys;
-        let mut filter: Vec<(usize, &Datum)> = Vec::new();
-        for (k, v) in &self.partition_filter {
-            match keys.iter().position(|p| p == k) {
-                Some(i) => filter.push((i, v)),
-                None => {
-                    return invalid!("table {}: '{k}' is not a partition key", table.identifier())
-                }
+        let pruning = Pruning::new(&layout, self).map_err(|m| {
+            crate::error::InvalidArgumentSnafu {
+                message: format!("table {}: {m}", table.identifier()),
             }
-        }
-        // First-row tables (like Paimon's batch scans) only show compacted files.
-        let skip_level0 = !self.all_levels
-            && layout.is_primary_key_table()
-            && layout.merge_engine == MergeEngine::FirstRow;
-        // The hash of the bucket key, when one bucket holds every wanted row.
-        let bucket_hash = match (&self.bucket_key, layout.bucket_mode) {
-            (Some(values), crate::spec::BucketMode::Fixed(_))
-                if values.len() == layout.bucket_key_indices.len() && !values.is_empty() =>
-            {
-                let mut w = binary_row::BinaryRowWriter::default();
-                w.reset(values.len());
-                for (i, v) in values.iter().enumerate() {
-                    w.write_datum(i, v);
-                }
-                Some(w.hash_code())
+            .build()
+        })?;
+        let entries = table.manifest_manager().live_entries(&snapshot).await?;
+        let splits = pruning.splits(entries).map_err(|message| {
+            crate::error::CorruptSnafu {
+                path: format!("{} snapshot {}", table.identifier(), snapshot.id),
+                message,
             }
-            _ => None,
-        };
-        let mut groups: BTreeMap<(Vec<u8>, i32), Vec<DataFileMeta>> = BTreeMap::new();
-        for e in table.manifest_manager().live_entries(&snapshot).await? {
-            if skip_level0 && e.file.level == 0 {
-                continue;
-            }
-            if let Some(h) = bucket_hash {
-                if e.total_buckets > 0 && binary_row::bucket_of(h, e.total_buckets) != e.bucket {
-                    continue;
-                }
-            }
-            if let (Some(range), true) = (&self.key_range, layout.is_primary_key_table()) {
-                let first = |row: &[u8]| {
-                    binary_row::deserialize(row, &layout.key_types)
-                        .ok()
-                        .and_then(|mut v| (!v.is_empty()).then(|| v.swap_remove(0)))
-                };
-                if let (Some(min), Some(max)) = (first(&e.file.min_key), first(&e.file.max_key)) {
-                    if !range.overlaps(&min, &max) {
-                        continue;
-                    }
-                }
-            }
-            if !filter.is_empty() {
-                let values = binary_row::deserialize(&e.partition, &layout.partition_types)
-                    .map_err(|err| {
-                        crate::error::CorruptSnafu {
-                            path: format!("{} snapshot {}", table.identifier(), snapshot.id),
-                            message: format!("partition row: {err}"),
-                        }
-                        .build()
-                    })?;
-                let keep = filter.iter().all(|(i, v)| {
-                    values
-                        .get(*i)
-                        .is_some_and(|x| x.compare(v) == Some(std::cmp::Ordering::Equal))
-                });
-                if !keep {
-                    continue;
-                }
-            }
-            groups
-                .entry((e.partition, e.bucket))
-                .or_default()
-                .push(e.file);
-        }
-        let splits: Vec<Split> = groups
-            .into_iter()
-            .map(|((partition, bucket), files)| Split {
-                partition,
-                bucket,
-                files,
-            })
-            .collect();
+            .build()
+        })?;
         // Files written under older schemas are read through their own schema.
         table
             .load_file_schemas(splits.iter().flat_map(|s: &Split| s.files.iter()))
@@ -242,6 +176,127 @@ impl ScanBuilder {
                 .clone()
                 .filter(|_| layout.is_primary_key_table()),
         })
+    }
+}
+
+/// What a scan keeps of a snapshot's live files: pure predicates over manifest entries
+/// (partition values, bucket, level, key range), decided from the entries' own metadata.
+#[derive(Debug, Clone)]
+pub(crate) struct Pruning {
+    /// (partition column position, wanted value), ANDed.
+    partition: Vec<(usize, Datum)>,
+    partition_types: Vec<crate::spec::DataType>,
+    /// First-row tables (like Paimon's batch scans) show only compacted files.
+    skip_level0: bool,
+    /// The bucket-key hash, when one bucket holds every wanted row.
+    bucket_hash: Option<i32>,
+    /// Bounds on the first primary-key column, and the key columns' types to decode file bounds.
+    key_range: Option<(KeyRange, Vec<crate::spec::DataType>)>,
+}
+
+impl Pruning {
+    /// The pruning `scan` asks of a table of `layout`; an error names a filter key that is not a
+    /// partition key.
+    pub(crate) fn new(
+        layout: &crate::schema::TableLayout,
+        scan: &ScanBuilder,
+    ) -> std::result::Result<Self, String> {
+        let keys = &layout.schema.partition_keys;
+        let mut partition = Vec::new();
+        for (k, v) in &scan.partition_filter {
+            match keys.iter().position(|p| p == k) {
+                Some(i) => partition.push((i, v.clone())),
+                None => return Err(format!("'{k}' is not a partition key")),
+            }
+        }
+        let pk = layout.is_primary_key_table();
+        let bucket_hash = match (&scan.bucket_key, layout.bucket_mode) {
+            (Some(values), crate::spec::BucketMode::Fixed(_))
+                if values.len() == layout.bucket_key_indices.len() && !values.is_empty() =>
+            {
+                let mut w = binary_row::BinaryRowWriter::default();
+                w.reset(values.len());
+                for (i, v) in values.iter().enumerate() {
+                    w.write_datum(i, v);
+                }
+                Some(w.hash_code())
+            }
+            _ => None,
+        };
+        Ok(Self {
+            partition,
+            partition_types: layout.partition_types.clone(),
+            skip_level0: !scan.all_levels && pk && layout.merge_engine == MergeEngine::FirstRow,
+            bucket_hash,
+            key_range: scan
+                .key_range
+                .clone()
+                .filter(|_| pk)
+                .map(|r| (r, layout.key_types.clone())),
+        })
+    }
+
+    /// Whether entry `e` may hold a wanted row; an error says which partition row is undecodable.
+    pub(crate) fn keeps(&self, e: &ManifestEntry) -> std::result::Result<bool, String> {
+        if self.skip_level0 && e.file.level == 0 {
+            return Ok(false);
+        }
+        if let Some(h) = self.bucket_hash {
+            if e.total_buckets > 0 && binary_row::bucket_of(h, e.total_buckets) != e.bucket {
+                return Ok(false);
+            }
+        }
+        if let Some((range, key_types)) = &self.key_range {
+            let first = |row: &[u8]| {
+                binary_row::deserialize(row, key_types)
+                    .ok()
+                    .and_then(|mut v| (!v.is_empty()).then(|| v.swap_remove(0)))
+            };
+            // Files without decodable bounds are kept: pruning may only skip what cannot match.
+            if let (Some(min), Some(max)) = (first(&e.file.min_key), first(&e.file.max_key)) {
+                if !range.overlaps(&min, &max) {
+                    return Ok(false);
+                }
+            }
+        }
+        if !self.partition.is_empty() {
+            let values = binary_row::deserialize(&e.partition, &self.partition_types)
+                .map_err(|err| format!("partition row: {err}"))?;
+            let keep = self.partition.iter().all(|(i, v)| {
+                values
+                    .get(*i)
+                    .is_some_and(|x| x.compare(v) == Some(std::cmp::Ordering::Equal))
+            });
+            if !keep {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The kept entries grouped into splits of one (partition, bucket), in that order, files in
+    /// the order the manifests list them.
+    pub(crate) fn splits(
+        &self,
+        entries: Vec<ManifestEntry>,
+    ) -> std::result::Result<Vec<Split>, String> {
+        let mut groups: BTreeMap<(Vec<u8>, i32), Vec<DataFileMeta>> = BTreeMap::new();
+        for e in entries {
+            if self.keeps(&e)? {
+                groups
+                    .entry((e.partition, e.bucket))
+                    .or_default()
+                    .push(e.file);
+            }
+        }
+        Ok(groups
+            .into_iter()
+            .map(|((partition, bucket), files)| Split {
+                partition,
+                bucket,
+                files,
+            })
+            .collect())
     }
 }
 
@@ -277,4 +332,142 @@ pub(crate) async fn resolve_snapshot(
         },
     };
     Ok(snapshot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::TableLayout;
+    use crate::spec::manifest::{FileKind, SimpleStats};
+
+    fn layout(options: &str) -> TableLayout {
+        let schema: crate::spec::TableSchema = serde_json::from_str(&format!(
+            r#"{{"version":3,"id":0,"fields":[{{"id":0,"name":"id","type":"BIGINT NOT NULL"}},
+            {{"id":1,"name":"v","type":"STRING"}},{{"id":2,"name":"dt","type":"STRING NOT NULL"}}],
+            "highestFieldId":2,"partitionKeys":["dt"],"primaryKeys":["id","dt"],
+            "options":{{"bucket":"2"{options}}},"timeMillis":1}}"#
+        ))
+        .unwrap();
+        TableLayout::new(std::sync::Arc::new(schema)).unwrap()
+    }
+
+    fn entry(dt: &str, bucket: i32, level: i32, keys: (i64, i64)) -> ManifestEntry {
+        let key = |k: i64| binary_row::serialize(&[Datum::BigInt(k)]);
+        ManifestEntry {
+            kind: FileKind::Add,
+            partition: binary_row::serialize(&[Datum::String(dt.into())]),
+            bucket,
+            total_buckets: 2,
+            file: DataFileMeta {
+                file_name: format!("data-{dt}-{bucket}-{level}-{}.parquet", keys.0),
+                file_size: 1,
+                row_count: 1,
+                min_key: key(keys.0),
+                max_key: key(keys.1),
+                key_stats: SimpleStats::default(),
+                value_stats: SimpleStats::default(),
+                min_sequence_number: 0,
+                max_sequence_number: 0,
+                schema_id: 0,
+                level,
+                extra_files: vec![],
+                creation_time: None,
+                delete_row_count: None,
+                embedded_file_index: None,
+                file_source: None,
+                value_stats_cols: None,
+                external_path: None,
+                first_row_id: None,
+                write_cols: None,
+            },
+        }
+    }
+
+    fn scan() -> ScanBuilder {
+        let dir = crate::io::FileIo::memory();
+        let schema = layout("").schema.as_ref().clone();
+        ScanBuilder::new(Table::new(
+            dir,
+            crate::spec::identifier::Identifier::new("db", "t"),
+            "db.db/t".into(),
+            schema,
+            crate::clock::Clock::system(),
+        ))
+    }
+
+    fn names(splits: &[Split]) -> Vec<(i32, usize)> {
+        splits.iter().map(|s| (s.bucket, s.files.len())).collect()
+    }
+
+    #[test]
+    fn partition_filters_keep_only_their_partition_and_name_bad_keys() {
+        let l = layout("");
+        let s = scan().partition_filter(vec![("dt".into(), Datum::String("a".into()))]);
+        let p = Pruning::new(&l, &s).unwrap();
+        assert!(p.keeps(&entry("a", 0, 0, (1, 5))).unwrap());
+        assert!(!p.keeps(&entry("b", 0, 0, (1, 5))).unwrap());
+        let bad = scan().partition_filter(vec![("v".into(), Datum::String("a".into()))]);
+        assert_eq!(
+            Pruning::new(&l, &bad).unwrap_err(),
+            "'v' is not a partition key"
+        );
+        let mut broken = entry("a", 0, 0, (1, 5));
+        broken.partition = vec![1, 2, 3];
+        assert!(p.keeps(&broken).unwrap_err().starts_with("partition row"));
+    }
+
+    #[test]
+    fn key_ranges_skip_files_entirely_outside_and_keep_the_rest() {
+        let l = layout("");
+        let s = scan().key_range(
+            Some((Datum::BigInt(10), true)),
+            Some((Datum::BigInt(20), false)),
+        );
+        let p = Pruning::new(&l, &s).unwrap();
+        assert!(
+            p.keeps(&entry("a", 0, 0, (1, 10))).unwrap(),
+            "touches the inclusive lower bound"
+        );
+        assert!(
+            !p.keeps(&entry("a", 0, 0, (20, 30))).unwrap(),
+            "starts at the exclusive upper bound"
+        );
+        assert!(!p.keeps(&entry("a", 0, 0, (1, 9))).unwrap());
+        assert!(p.keeps(&entry("a", 0, 0, (15, 16))).unwrap());
+        let mut unknown = entry("a", 0, 0, (1, 2));
+        unknown.file.min_key.clear();
+        assert!(p.keeps(&unknown).unwrap(), "undecodable bounds are kept");
+    }
+
+    #[test]
+    fn a_bucket_key_reads_one_bucket_and_first_row_tables_skip_level_0() {
+        let l = layout("");
+        let s = scan().bucket_key(vec![Datum::BigInt(7)]);
+        let p = Pruning::new(&l, &s).unwrap();
+        let kept: Vec<i32> = (0..2)
+            .filter(|b| p.keeps(&entry("a", *b, 0, (1, 9))).unwrap())
+            .collect();
+        assert_eq!(kept.len(), 1, "exactly one bucket holds key 7: {kept:?}");
+        let first_row = layout(r#","merge-engine":"first-row""#);
+        let p = Pruning::new(&first_row, &scan()).unwrap();
+        assert!(!p.keeps(&entry("a", 0, 0, (1, 2))).unwrap());
+        assert!(p.keeps(&entry("a", 0, 1, (1, 2))).unwrap());
+        let p = Pruning::new(&first_row, &scan().all_levels()).unwrap();
+        assert!(p.keeps(&entry("a", 0, 0, (1, 2))).unwrap());
+    }
+
+    #[test]
+    fn splits_group_by_partition_and_bucket_in_order() {
+        let p = Pruning::new(&layout(""), &scan()).unwrap();
+        let splits = p
+            .splits(vec![
+                entry("b", 1, 0, (1, 2)),
+                entry("a", 1, 0, (1, 2)),
+                entry("a", 0, 0, (1, 2)),
+                entry("a", 1, 1, (3, 4)),
+            ])
+            .unwrap();
+        assert_eq!(names(&splits), vec![(0, 1), (1, 2), (1, 1)]);
+        assert_eq!(splits[1].files[0].level, 0, "manifest order within a split");
+    }
 }
