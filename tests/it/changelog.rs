@@ -523,7 +523,10 @@ async fn expired_start_names_the_earliest_snapshot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expiry_keeps_what_a_live_consumer_needs_and_drops_abandoned_ones() {
-    let s = Scratch::new();
+    // A manual clock: the consumer is abandoned by moving time, not by sleeping.
+    let clock = tidelake::clock::Clock::manual(tidelake::clock::system_millis());
+    let mut s = Scratch::new();
+    s.catalog = s.catalog.clone().with_clock(clock.clone());
     let table = s
         .create(
             "db.t",
@@ -562,7 +565,7 @@ async fn expiry_keeps_what_a_live_consumer_needs_and_drops_abandoned_ones() {
     write(6).await;
     assert_eq!(sm.earliest_id().await.unwrap(), Some(4));
     // Abandoned: its file is older than consumer.expiration-time, so it no longer holds snapshots.
-    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert!(clock.advance(2200));
     write(7).await;
     assert_eq!(sm.earliest_id().await.unwrap(), Some(7));
     assert_eq!(
