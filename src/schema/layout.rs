@@ -45,16 +45,12 @@ impl TableLayout {
     pub fn new(schema: Arc<TableSchema>) -> Result<Self> {
         let opts = CoreOptions::new(&schema.options);
         let invalid = |message: String| InvalidArgumentSnafu { message }.build();
-        let options = TableOptions::parse(&schema.options).map_err(|message| {
-            if crate::spec::options::UNIMPLEMENTED
-                .iter()
-                .any(|(k, _, _)| message.contains(&format!("'{k}'")))
-            {
-                UnsupportedSnafu { message }.build()
-            } else {
-                invalid(message)
-            }
-        })?;
+        // A mode tidelake does not implement is Unsupported (the table exists, tidelake cannot
+        // serve it yet); any other bad option is the request's mistake.
+        if let Some(message) = TableOptions::unimplemented(&schema.options) {
+            return UnsupportedSnafu { message }.fail();
+        }
+        let options = TableOptions::parse(&schema.options).map_err(invalid)?;
         let index_of = |name: &str| -> Result<usize> {
             schema.field_index(name).ok_or_else(|| {
                 invalid(format!(

@@ -64,6 +64,37 @@ pub struct DataFileMeta {
     pub write_cols: Option<Vec<String>>,
 }
 
+#[cfg(test)]
+impl DataFileMeta {
+    /// A one-row file named `name` at `level` whose single BIGINT key spans `[min, max]`: the
+    /// fixture of the planning and commit unit tests.
+    pub(crate) fn for_test(name: &str, level: i32, min: i64, max: i64) -> Self {
+        use super::binary_row::{serialize, Datum};
+        Self {
+            file_name: name.into(),
+            file_size: 1,
+            row_count: 1,
+            min_key: serialize(&[Datum::BigInt(min)]),
+            max_key: serialize(&[Datum::BigInt(max)]),
+            key_stats: SimpleStats::empty(),
+            value_stats: SimpleStats::empty(),
+            min_sequence_number: 0,
+            max_sequence_number: 0,
+            schema_id: 0,
+            level,
+            extra_files: vec![],
+            creation_time: None,
+            delete_row_count: Some(0),
+            embedded_file_index: None,
+            file_source: None,
+            value_stats_cols: None,
+            external_path: None,
+            first_row_id: None,
+            write_cols: None,
+        }
+    }
+}
+
 /// ADD or DELETE of a file in a manifest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FileKind {

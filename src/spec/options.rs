@@ -262,6 +262,19 @@ pub fn parse_duration_millis(v: &str) -> Option<i64> {
     n.checked_mul(mult)
 }
 
+/// Paimon's rule for every retention pair (table options and expiry arguments alike): the
+/// maximum kept must not be below the minimum kept. `(name, value)` of each, as the error names
+/// them.
+pub fn retained_in_order(max: (&str, i64), min: (&str, i64)) -> Result<(), String> {
+    if max.1 < min.1 {
+        return Err(format!(
+            "{} ({}) must not be below {} ({})",
+            max.0, max.1, min.0, min.1
+        ));
+    }
+    Ok(())
+}
+
 /// The options of one map, read with the error naming the option.
 struct Reader<'a>(&'a BTreeMap<String, String>);
 
@@ -320,15 +333,24 @@ impl Reader<'_> {
 }
 
 impl TableOptions {
+    /// The first option of `map` that switches on a mode tidelake does not implement, as the
+    /// refusal's message.
+    pub fn unimplemented(map: &BTreeMap<String, String>) -> Option<String> {
+        UNIMPLEMENTED.iter().find_map(|(key, on, what)| {
+            map.get(*key)
+                .filter(|v| v.trim().eq_ignore_ascii_case(on))
+                .map(|v| {
+                    format!("option '{key}' = '{v}' ({what}) is not supported by tidelake yet")
+                })
+        })
+    }
+
     /// Parses and validates `map` (Paimon's `SchemaValidation` rules for what tidelake reads);
-    /// the error names the option.
+    /// the error names the option. An unimplemented mode ([`TableOptions::unimplemented`]) is an
+    /// error too.
     pub fn parse(map: &BTreeMap<String, String>) -> Result<Self, String> {
-        for (key, on, what) in UNIMPLEMENTED {
-            if let Some(v) = map.get(*key).filter(|v| v.trim().eq_ignore_ascii_case(on)) {
-                return Err(format!(
-                    "option '{key}' = '{v}' ({what}) is not supported by tidelake yet"
-                ));
-            }
+        if let Some(refusal) = Self::unimplemented(map) {
+            return Err(refusal);
         }
         let r = Reader(map);
         let compaction_trigger = r
@@ -345,22 +367,20 @@ impl TableOptions {
         let snapshot_max_retained = r
             .count("snapshot.num-retained.max", 1)?
             .unwrap_or(i32::MAX as i64);
-        if snapshot_min_retained > snapshot_max_retained {
-            return Err(format!(
-                "option 'snapshot.num-retained.min' ({snapshot_min_retained}) must not be larger than 'snapshot.num-retained.max' ({snapshot_max_retained})"
-            ));
-        }
+        retained_in_order(
+            ("option 'snapshot.num-retained.max'", snapshot_max_retained),
+            ("'snapshot.num-retained.min'", snapshot_min_retained),
+        )?;
         let changelog_min_retained = r.count("changelog.num-retained.min", 1)?;
         let changelog_max_retained = r.count("changelog.num-retained.max", 1)?;
         let (cmin, cmax) = (
             changelog_min_retained.unwrap_or(snapshot_min_retained),
             changelog_max_retained.unwrap_or(snapshot_max_retained),
         );
-        if cmin > cmax {
-            return Err(format!(
-                "option 'changelog.num-retained.min' ({cmin}) must not be larger than 'changelog.num-retained.max' ({cmax})"
-            ));
-        }
+        retained_in_order(
+            ("option 'changelog.num-retained.max'", cmax),
+            ("'changelog.num-retained.min'", cmin),
+        )?;
         Ok(Self {
             write_only: r.flag("write-only", false)?,
             write_buffer_rows: r.count(WRITE_BUFFER_ROWS, 1)?.unwrap_or(1_000_000) as usize,
@@ -477,7 +497,9 @@ mod tests {
         ])
         .unwrap_err();
         assert!(
-            e.contains("must not be larger than 'snapshot.num-retained.max'"),
+            e.contains(
+                "option 'snapshot.num-retained.max' (2) must not be below 'snapshot.num-retained.min' (5)"
+            ),
             "{e}"
         );
     }

@@ -574,7 +574,6 @@ pub(crate) fn validate_overwrite(ow: &Overwrite, keys: &[String], table: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::manifest::SimpleStats;
 
     fn entry(name: &str, level: i32, min: i64, max: i64) -> ManifestEntry {
         ManifestEntry {
@@ -582,28 +581,7 @@ mod tests {
             partition: binary_row::empty_row(),
             bucket: 0,
             total_buckets: 1,
-            file: DataFileMeta {
-                file_name: name.into(),
-                file_size: 1,
-                row_count: 1,
-                min_key: binary_row::serialize(&[Datum::BigInt(min)]),
-                max_key: binary_row::serialize(&[Datum::BigInt(max)]),
-                key_stats: SimpleStats::empty(),
-                value_stats: SimpleStats::empty(),
-                min_sequence_number: 0,
-                max_sequence_number: 0,
-                schema_id: 0,
-                level,
-                extra_files: vec![],
-                creation_time: None,
-                delete_row_count: Some(0),
-                embedded_file_index: None,
-                file_source: None,
-                value_stats_cols: None,
-                external_path: None,
-                first_row_id: None,
-                write_cols: None,
-            },
+            file: DataFileMeta::for_test(name, level, min, max),
         }
     }
 

@@ -49,11 +49,10 @@ fn at_least_one(what: &str, v: Option<i64>) -> Result<Option<i64>> {
     }
 }
 
+/// The table options' rule, for the arguments ([`crate::spec::options::retained_in_order`]).
 fn max_not_below_min(max: i64, min: i64) -> Result<()> {
-    if max < min {
-        return invalid!("retain_max ({max}) must not be below retain_min ({min})");
-    }
-    Ok(())
+    crate::spec::options::retained_in_order(("retain_max", max), ("retain_min", min))
+        .map_err(|message| crate::error::InvalidArgumentSnafu { message }.build())
 }
 
 /// Compaction of the latest snapshot's buckets.
@@ -105,16 +104,11 @@ impl ExpireSnapshots {
 
     /// The retention this request asks for, over the table's `base` (pure).
     pub fn retention(&self, base: Retention) -> Result<Retention> {
+        self.check()?;
         let mut r = base;
-        if let Some(v) = at_least_one("retain_max", self.retain_max)? {
-            r.max_retained = v;
-        }
-        if let Some(v) = at_least_one("retain_min", self.retain_min)? {
-            r.min_retained = v;
-        }
-        if let Some(v) = at_least_one("max_deletes", self.max_deletes)? {
-            r.expire_limit = v;
-        }
+        r.max_retained = self.retain_max.unwrap_or(r.max_retained);
+        r.min_retained = self.retain_min.unwrap_or(r.min_retained);
+        r.expire_limit = self.max_deletes.unwrap_or(r.expire_limit);
         if let Some(v) = &self.older_than {
             r.time_retained_millis = duration_millis("older_than", v)?;
         }

@@ -338,7 +338,7 @@ pub(crate) async fn resolve_snapshot(
 mod tests {
     use super::*;
     use crate::schema::TableLayout;
-    use crate::spec::manifest::{FileKind, SimpleStats};
+    use crate::spec::manifest::FileKind;
 
     fn layout(options: &str) -> TableLayout {
         let schema: crate::spec::TableSchema = serde_json::from_str(&format!(
@@ -352,34 +352,17 @@ mod tests {
     }
 
     fn entry(dt: &str, bucket: i32, level: i32, keys: (i64, i64)) -> ManifestEntry {
-        let key = |k: i64| binary_row::serialize(&[Datum::BigInt(k)]);
         ManifestEntry {
             kind: FileKind::Add,
             partition: binary_row::serialize(&[Datum::String(dt.into())]),
             bucket,
             total_buckets: 2,
-            file: DataFileMeta {
-                file_name: format!("data-{dt}-{bucket}-{level}-{}.parquet", keys.0),
-                file_size: 1,
-                row_count: 1,
-                min_key: key(keys.0),
-                max_key: key(keys.1),
-                key_stats: SimpleStats::default(),
-                value_stats: SimpleStats::default(),
-                min_sequence_number: 0,
-                max_sequence_number: 0,
-                schema_id: 0,
+            file: DataFileMeta::for_test(
+                &format!("data-{dt}-{bucket}-{level}-{}.parquet", keys.0),
                 level,
-                extra_files: vec![],
-                creation_time: None,
-                delete_row_count: None,
-                embedded_file_index: None,
-                file_source: None,
-                value_stats_cols: None,
-                external_path: None,
-                first_row_id: None,
-                write_cols: None,
-            },
+                keys.0,
+                keys.1,
+            ),
         }
     }
 
