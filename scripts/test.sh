@@ -8,9 +8,11 @@ export TIDELAKE_PYTHON="$PWD/$PY"
 export TIDELAKE_FIXTURES="${TIDELAKE_FIXTURES:-$PWD/../shared/fixtures/paimon-2.1}"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-# --workspace builds the client crate's examples too (tests/python/test_rust_client.py runs one
-# against the server) with the server's features, so arrow-flight and tonic compile once.
+# --workspace covers the client crate with the server's features, so arrow-flight and tonic compile
+# once. --all-targets builds examples only as test harnesses, so the runnable example binaries that
+# tests/python/test_rust_client.py drives are built explicitly (two small crates, no dependency rebuilt).
 cargo test --workspace --all-targets
+cargo build --workspace --examples --quiet
 # End-to-end: the real ADBC Flight SQL driver and pyarrow.flight against `tidelake serve`
 # (the debug binary `cargo test` built above).
 TIDELAKE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/tidelake" "$PY" -m pytest -q tests/python
