@@ -46,3 +46,173 @@ pub fn sorted_runs(files: &[DataFileMeta]) -> Vec<LevelSortedRun> {
     }
     runs
 }
+
+/// Whether two metas name the same file at the same level (a file moved to another level by a
+/// compaction is, for the tree, a different entry).
+pub fn same_file(a: &DataFileMeta, b: &DataFileMeta) -> bool {
+    a.file_name == b.file_name && a.level == b.level
+}
+
+/// The live files of one bucket as a writer sees them: what it restored from a snapshot, plus
+/// its own flushes and compaction outputs. A value: every change returns or mutates it in place,
+/// and nothing here does IO.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Levels {
+    files: Vec<DataFileMeta>,
+}
+
+impl Levels {
+    pub fn new(files: Vec<DataFileMeta>) -> Self {
+        Self { files }
+    }
+
+    pub fn files(&self) -> &[DataFileMeta] {
+        &self.files
+    }
+
+    /// Sorted runs, newest first (see [`sorted_runs`]).
+    pub fn sorted_runs(&self) -> Vec<LevelSortedRun> {
+        sorted_runs(&self.files)
+    }
+
+    /// A flushed file joins the tree (at level 0, or wherever its meta says).
+    pub fn add(&mut self, file: DataFileMeta) {
+        self.files.push(file);
+    }
+
+    /// The tree after a compaction replaced `inputs` with `outputs`, and the inputs that left it
+    /// (an input no longer live, because something else already replaced it, is not returned).
+    pub fn apply(
+        &self,
+        inputs: &[DataFileMeta],
+        outputs: &[DataFileMeta],
+    ) -> (Levels, Vec<DataFileMeta>) {
+        let (obsolete, mut kept): (Vec<_>, Vec<_>) = self
+            .files
+            .iter()
+            .cloned()
+            .partition(|f| inputs.iter().any(|i| same_file(i, f)));
+        for o in outputs {
+            if !kept.iter().any(|f| same_file(f, o)) {
+                kept.push(o.clone());
+            }
+        }
+        (Levels { files: kept }, obsolete)
+    }
+
+    /// The tree rebuilt on a newer snapshot: its `committed` files, minus the inputs `replaced`
+    /// by compactions not committed yet, plus the files `added` since (flushes and compaction
+    /// outputs not committed yet). What another compactor committed meanwhile is taken as it is.
+    pub fn rebase(
+        committed: Vec<DataFileMeta>,
+        replaced: &[DataFileMeta],
+        added: &[DataFileMeta],
+    ) -> Levels {
+        let gone = |f: &DataFileMeta| replaced.iter().any(|r| same_file(r, f));
+        let mut files: Vec<DataFileMeta> = committed.into_iter().filter(|f| !gone(f)).collect();
+        for f in added {
+            if !gone(f) && !files.iter().any(|x| same_file(x, f)) {
+                files.push(f.clone());
+            }
+        }
+        Levels { files }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, level: i32, seq: i64) -> DataFileMeta {
+        let mut f = DataFileMeta::for_test(name, level, 0, 0);
+        f.min_sequence_number = seq;
+        f.max_sequence_number = seq;
+        f
+    }
+
+    fn names(files: &[DataFileMeta]) -> Vec<(String, i32)> {
+        let mut v: Vec<_> = files
+            .iter()
+            .map(|f| (f.file_name.clone(), f.level))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn level0_files_are_runs_of_their_own_newest_first_then_one_run_per_level() {
+        let levels = Levels::new(vec![
+            file("a", 0, 1),
+            file("b", 0, 3),
+            file("c", 2, 0),
+            file("d", 2, 0),
+            file("e", 5, 0),
+        ]);
+        let runs: Vec<(i32, usize)> = levels
+            .sorted_runs()
+            .iter()
+            .map(|r| (r.level, r.files.len()))
+            .collect();
+        assert_eq!(runs, vec![(0, 1), (0, 1), (2, 2), (5, 1)]);
+        assert_eq!(levels.sorted_runs()[0].files[0].file_name, "b");
+    }
+
+    #[test]
+    fn apply_replaces_inputs_with_outputs_and_returns_the_inputs_that_left() {
+        let levels = Levels::new(vec![file("a", 0, 1), file("b", 0, 2), file("c", 5, 0)]);
+        let (after, obsolete) = levels.apply(
+            &[file("a", 0, 1), file("b", 0, 2)],
+            &[file("x", 5, 2), file("y", 5, 2)],
+        );
+        assert_eq!(names(&obsolete), vec![("a".into(), 0), ("b".into(), 0)]);
+        assert_eq!(
+            names(after.files()),
+            vec![("c".into(), 5), ("x".into(), 5), ("y".into(), 5)]
+        );
+        // The value it was applied to is unchanged.
+        assert_eq!(levels.files().len(), 3);
+    }
+
+    #[test]
+    fn apply_matches_by_name_and_level_and_ignores_inputs_no_longer_live() {
+        // An upgrade moves "a" from level 0 to level 5 under the same name.
+        let levels = Levels::new(vec![file("a", 0, 1), file("b", 3, 0)]);
+        let (after, obsolete) =
+            levels.apply(&[file("a", 0, 1), file("gone", 0, 9)], &[file("a", 5, 1)]);
+        assert_eq!(names(&obsolete), vec![("a".into(), 0)]);
+        assert_eq!(names(after.files()), vec![("a".into(), 5), ("b".into(), 3)]);
+    }
+
+    #[test]
+    fn apply_does_not_duplicate_an_output_already_present() {
+        let levels = Levels::new(vec![file("a", 0, 1), file("x", 5, 0)]);
+        let (after, _) = levels.apply(&[file("a", 0, 1)], &[file("x", 5, 0)]);
+        assert_eq!(names(after.files()), vec![("x".into(), 5)]);
+    }
+
+    #[test]
+    fn rebase_keeps_what_others_committed_and_reapplies_what_this_writer_has_not_committed() {
+        // Committed: c1 (ours, from an earlier commit), o1 (another compactor's output).
+        // Not committed yet: our compaction replaced c1 with k1; we flushed n1.
+        let committed = vec![file("c1", 0, 1), file("o1", 4, 0)];
+        let levels = Levels::rebase(
+            committed,
+            &[file("c1", 0, 1)],
+            &[file("n1", 0, 7), file("k1", 5, 1)],
+        );
+        assert_eq!(
+            names(levels.files()),
+            vec![("k1".into(), 5), ("n1".into(), 0), ("o1".into(), 4)]
+        );
+    }
+
+    #[test]
+    fn rebase_never_resurrects_a_replaced_file_or_duplicates_a_committed_one() {
+        let levels = Levels::rebase(
+            vec![file("n1", 0, 7)],
+            &[file("k0", 5, 0)],
+            &[file("n1", 0, 7), file("k0", 5, 0)],
+        );
+        assert_eq!(names(levels.files()), vec![("n1".into(), 0)]);
+    }
+}

@@ -200,6 +200,13 @@ impl TableLayout {
         }
     }
 
+    /// A layout of a schema given as Paimon's schema JSON (tests).
+    #[cfg(test)]
+    pub(crate) fn from_json(schema: &str) -> Self {
+        let schema: TableSchema = serde_json::from_str(schema).expect("a schema JSON");
+        Self::new(Arc::new(schema)).expect("a valid schema")
+    }
+
     /// Checks that tidelake can write this table; reading has fewer restrictions.
     pub fn check_writable(&self, table: &str) -> Result<()> {
         let unsupported = |what: &str| {

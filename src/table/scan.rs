@@ -341,14 +341,12 @@ mod tests {
     use crate::spec::manifest::FileKind;
 
     fn layout(options: &str) -> TableLayout {
-        let schema: crate::spec::TableSchema = serde_json::from_str(&format!(
+        TableLayout::from_json(&format!(
             r#"{{"version":3,"id":0,"fields":[{{"id":0,"name":"id","type":"BIGINT NOT NULL"}},
             {{"id":1,"name":"v","type":"STRING"}},{{"id":2,"name":"dt","type":"STRING NOT NULL"}}],
             "highestFieldId":2,"partitionKeys":["dt"],"primaryKeys":["id","dt"],
             "options":{{"bucket":"2"{options}}},"timeMillis":1}}"#
         ))
-        .unwrap();
-        TableLayout::new(std::sync::Arc::new(schema)).unwrap()
     }
 
     fn entry(dt: &str, bucket: i32, level: i32, keys: (i64, i64)) -> ManifestEntry {

@@ -1,0 +1,505 @@
+//! Writing rows into a table: validation against the schema ([`conform`]), routing of each row
+//! to its (partition, bucket) ([`route`]), one [`bucket::BucketWriter`] per bucket (a sorted write
+//! buffer for primary-key tables, a plain buffer for append tables, its live files, its files
+//! since the last commit and its compaction), spills to level-0 Parquet files, and the commit
+//! messages that [`super::commit::TableCommit`] turns into a snapshot. This file holds the policy
+//! over the buckets: when to spill, when to compact and wait, what a commit carries.
+//!
+//! A batch is validated completely before any of it is buffered, so a bad batch changes nothing.
+//!
+//! Compaction runs beside writing: after each spill the universal picker may start one background
+//! compaction per bucket; finished ones are collected at the next spill or `prepare_commit` and
+//! committed as the COMPACT snapshot after the APPEND one. Above `num-sorted-run.stop-trigger`
+//! sorted runs the writer waits for the running compaction (back-pressure). Batch writes
+//! (`Table::write_batches`) wait for one round per commit; long-lived writers do not and must be
+//! ended with [`TableWrite::close`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{AsArray, RecordBatch, UInt32Array};
+use arrow::compute::take_record_batch;
+use arrow::datatypes::SchemaRef;
+use snafu::ResultExt;
+
+use super::compact::{self, Force};
+use super::Table;
+use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
+use crate::lsm::levels::Levels;
+use crate::manifest::FileNamer;
+use crate::schema::layout::TableLayout;
+use crate::spec::{BucketMode, ChangelogProducer, CommitKind, DataFileMeta};
+
+/// New files of one (partition, bucket), produced by a writer for one commit.
+#[derive(Debug, Clone)]
+pub struct CommitMessage {
+    pub partition: Vec<u8>,
+    pub bucket: i32,
+    pub total_buckets: i32,
+    pub new_files: Vec<DataFileMeta>,
+    /// Changelog files of the new data (`changelog-producer` = `input`).
+    pub changelog_files: Vec<DataFileMeta>,
+    /// Files a compaction replaced (at their old levels) and the files it wrote.
+    pub compact_before: Vec<DataFileMeta>,
+    pub compact_after: Vec<DataFileMeta>,
+    /// Changelog files a compaction produced (`lookup` and `full-compaction` producers).
+    pub compact_changelog: Vec<DataFileMeta>,
+}
+
+impl CommitMessage {
+    /// A message of one bucket with nothing in it yet.
+    pub fn empty(partition: Vec<u8>, bucket: i32, total_buckets: i32) -> Self {
+        Self {
+            partition,
+            bucket,
+            total_buckets,
+            new_files: vec![],
+            changelog_files: vec![],
+            compact_before: vec![],
+            compact_after: vec![],
+            compact_changelog: vec![],
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.new_files.is_empty()
+            && self.changelog_files.is_empty()
+            && self.compact_before.is_empty()
+            && self.compact_after.is_empty()
+            && self.compact_changelog.is_empty()
+    }
+}
+
+mod bucket;
+mod conform;
+mod route;
+
+use bucket::{BucketWriter, Shared};
+
+/// A bucket of a table: (serialized partition, bucket number).
+type BucketId = (Vec<u8>, i32);
+
+/// What a writer learned about one bucket from the snapshot it started from.
+#[derive(Debug, Default)]
+struct Restored {
+    max_sequence: i64,
+    files: Vec<DataFileMeta>,
+}
+
+/// Options of one writer session.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// A column of the input (not of the table) holding `+I`/`-U`/`+U`/`-D` per row; it is removed
+    /// before the rows are stored.
+    pub row_kind_column: Option<String>,
+}
+
+/// Buffers and spills rows of one table; not shared between tasks (one writer per bucket).
+#[derive(Debug)]
+pub struct TableWrite {
+    shared: Shared,
+    options: WriteOptions,
+    buckets: HashMap<BucketId, BucketWriter>,
+    /// What the snapshot the writer started from holds of buckets that have no writer yet; none
+    /// until the first write.
+    restored: Option<HashMap<BucketId, Restored>>,
+    /// The snapshot the writers' live files were last read from.
+    live_as_of: Option<i64>,
+    /// Whether `prepare_commit` waits for one compaction round (batch writes) or takes only what
+    /// has finished (long-lived writers).
+    wait_compaction: bool,
+}
+
+impl TableWrite {
+    pub(crate) fn new(table: Table, options: WriteOptions) -> Result<Self> {
+        let layout = table.layout()?;
+        layout.check_writable(&table.identifier().to_string())?;
+        if let Some(col) = &options.row_kind_column {
+            if layout.schema.field(col).is_some() {
+                return invalid!(
+                    "row-kind column '{col}' is a column of table {}; name a column that only the input has",
+                    table.identifier()
+                );
+            }
+        }
+        Ok(Self {
+            shared: Shared {
+                table,
+                layout,
+                namer: Arc::new(FileNamer::default()),
+            },
+            options,
+            buckets: HashMap::new(),
+            restored: None,
+            live_as_of: None,
+            wait_compaction: false,
+        })
+    }
+
+    fn layout(&self) -> &TableLayout {
+        &self.shared.layout
+    }
+
+    fn table(&self) -> &Table {
+        &self.shared.table
+    }
+
+    /// The Arrow schema callers write (the table's columns).
+    pub fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.layout().arrow_schema)
+    }
+
+    /// Whether writers of this table compact beside writing. Bucket-unaware append tables are
+    /// compacted by a separate job in Paimon, never by writers; `write-only` leaves it to one.
+    fn compacts(&self) -> bool {
+        !self.layout().options.write_only && self.layout().bucket_mode != BucketMode::Unaware
+    }
+
+    /// Validates `batch` and buffers its rows; may spill full buffers to data files.
+    pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let (values, kinds) = conform::conform(
+            self.layout(),
+            self.table().identifier(),
+            self.options.row_kind_column.as_deref(),
+            batch,
+        )?;
+        if values.num_rows() == 0 {
+            return Ok(());
+        }
+        let groups = route::route(self.layout(), &values)?;
+        if self.restored.is_none() {
+            self.restored = Some(self.restore().await?);
+        }
+        let single = groups.len() == 1;
+        for (id, rows) in groups {
+            let indices = UInt32Array::from(rows);
+            // All rows in one bucket (in order): no copy needed.
+            let part = if single {
+                values.clone()
+            } else {
+                take_record_batch(&values, &indices).context(ArrowSnafu {
+                    context: "routing rows",
+                })?
+            };
+            let part_kinds = match &kinds {
+                Some(k) if single => Some(k.clone()),
+                Some(k) => Some(
+                    arrow::compute::take(k, &indices, None)
+                        .context(ArrowSnafu {
+                            context: "routing row kinds",
+                        })?
+                        .as_primitive::<arrow::datatypes::Int8Type>()
+                        .clone(),
+                ),
+                None => None,
+            };
+            let writer = self.writer(&id);
+            writer.add(part, part_kinds)?;
+            if writer.buffered_rows() >= self.layout().options.write_buffer_rows {
+                self.spill(std::slice::from_ref(&id)).await?;
+                // After a flush: collect a finished compaction, wait above the stop trigger,
+                // start the next one in the background.
+                self.after_flush(&id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Spills every buffer and returns the files written since the last call, per bucket.
+    /// Nothing is visible to readers until the messages are committed.
+    pub async fn prepare_commit(&mut self) -> Result<Vec<CommitMessage>> {
+        let ids: Vec<BucketId> = self.buckets.keys().cloned().collect();
+        self.spill(&ids).await?;
+        let total_buckets = self.layout().total_buckets();
+        let mut messages: Vec<CommitMessage> = Vec::new();
+        for ((partition, bucket), w) in self.buckets.iter_mut() {
+            if !w.has_work() {
+                continue;
+            }
+            let (new_files, changelog_files) = w.take_pending();
+            messages.push(CommitMessage {
+                new_files,
+                changelog_files,
+                ..CommitMessage::empty(partition.clone(), *bucket, total_buckets)
+            });
+        }
+        messages.sort_by(|a, b| (&a.partition, a.bucket).cmp(&(&b.partition, b.bucket)));
+        self.compact_touched(&mut messages).await?;
+        messages.retain(|m| !m.is_empty());
+        Ok(messages)
+    }
+
+    /// Makes `prepare_commit` wait for a compaction round (what batch jobs want: every commit
+    /// leaves the tree compacted) instead of collecting only finished background compactions.
+    pub fn set_wait_compaction(&mut self, wait: bool) {
+        self.wait_compaction = wait;
+    }
+
+    /// Ends the writer: waits for background compactions and deletes every file it wrote that was
+    /// not handed out by `prepare_commit` (nothing it leaves behind can become an orphan).
+    pub async fn close(mut self) -> Result<()> {
+        for (id, w) in std::mem::take(&mut self.buckets) {
+            let doomed = w.discard(&self.shared).await?;
+            self.shared.delete(&id, &doomed).await?;
+        }
+        Ok(())
+    }
+
+    /// The writer of a bucket, created over what the restored snapshot holds of it.
+    fn writer(&mut self, id: &BucketId) -> &mut BucketWriter {
+        let restored = &mut self.restored;
+        let layout = &self.shared.layout;
+        self.buckets.entry(id.clone()).or_insert_with(|| {
+            let r = restored
+                .as_mut()
+                .and_then(|r| r.remove(id))
+                .unwrap_or(Restored {
+                    max_sequence: -1,
+                    files: vec![],
+                });
+            BucketWriter::new(layout, id.clone(), r.max_sequence + 1, Levels::new(r.files))
+        })
+    }
+
+    /// Spills the buffers of `ids`: merging and Parquet encoding run on the blocking pool, one
+    /// task per bucket, and the files are written concurrently.
+    async fn spill(&mut self, ids: &[BucketId]) -> Result<()> {
+        let with_changelog = self.layout().changelog_producer == ChangelogProducer::Input;
+        let mut jobs = Vec::new();
+        for id in ids {
+            let Some(job) = self
+                .buckets
+                .get_mut(id)
+                .and_then(|w| w.take_spill(with_changelog))
+            else {
+                continue;
+            };
+            let dir = self.table().bucket_dir(&id.0, id.1)?;
+            let names = (
+                self.shared.namer.next("data-", ".parquet"),
+                self.shared.namer.next("changelog-", ".parquet"),
+            );
+            jobs.push((id.clone(), dir, names, job));
+        }
+        let files = jobs
+            .into_iter()
+            .map(|(id, dir, (name, changelog_name), job)| {
+                let layout = Arc::clone(&self.shared.layout);
+                let io = self.table().io().clone();
+                let now = self.table().clock().now_millis();
+                async move {
+                    let (data, changelog) = tokio::task::spawn_blocking(move || {
+                        job.encode(&layout, name, changelog_name, now)
+                    })
+                    .await
+                    .map_err(|e| {
+                        InternalSnafu {
+                            message: format!("spill task: {e}"),
+                        }
+                        .build()
+                    })??;
+                    let mut written = (None, None);
+                    if let Some((bytes, meta)) = data {
+                        io.write(&format!("{dir}/{}", meta.file_name), bytes)
+                            .await?;
+                        written.0 = Some(meta);
+                    }
+                    if let Some((bytes, meta)) = changelog {
+                        io.write(&format!("{dir}/{}", meta.file_name), bytes)
+                            .await?;
+                        written.1 = Some(meta);
+                    }
+                    Ok::<_, crate::error::Error>((id, written))
+                }
+            });
+        for (id, (data, changelog)) in futures::future::try_join_all(files).await? {
+            if let Some(w) = self.buckets.get_mut(&id) {
+                w.spilled(data, changelog);
+            }
+        }
+        Ok(())
+    }
+
+    /// Highest sequence number and live files per bucket in the latest snapshot.
+    async fn restore(&mut self) -> Result<HashMap<BucketId, Restored>> {
+        let mut restored: HashMap<BucketId, Restored> = HashMap::new();
+        let Some(snapshot) = self.table().snapshot_manager().latest().await? else {
+            return Ok(restored);
+        };
+        self.live_as_of = Some(snapshot.id);
+        let total = self.layout().total_buckets();
+        for e in self
+            .table()
+            .manifest_manager()
+            .live_entries(&snapshot)
+            .await?
+        {
+            if total > 0 && e.total_buckets > 0 && e.total_buckets != total {
+                return invalid!(
+                    "table {} has files written with {} buckets but its schema says {total}; rescaling is not supported",
+                    self.table().identifier(),
+                    e.total_buckets
+                );
+            }
+            let slot = restored.entry((e.partition, e.bucket)).or_insert(Restored {
+                max_sequence: -1,
+                files: vec![],
+            });
+            slot.max_sequence = slot.max_sequence.max(e.file.max_sequence_number);
+            slot.files.push(e.file);
+        }
+        Ok(restored)
+    }
+
+    /// One compaction round over the buckets this commit touched, as Paimon's batch writers do
+    /// before committing: whatever the universal picker selects is rewritten now and committed as
+    /// the COMPACT snapshot that follows the APPEND one.
+    async fn compact_touched(&mut self, messages: &mut [CommitMessage]) -> Result<()> {
+        if !self.compacts() || messages.is_empty() {
+            return Ok(());
+        }
+        // Changelog producers that derive the changelog at compaction make every commit wait for
+        // it (Paimon's `lookup-wait`), so the changelog follows each commit.
+        let force = match self.layout().changelog_producer {
+            ChangelogProducer::Lookup => Some(Force::Level0),
+            ChangelogProducer::FullCompaction => {
+                let every = self.layout().options.full_compaction_delta_commits;
+                self.full_compaction_due(every)
+                    .await?
+                    .then_some(Force::Full)
+            }
+            _ => None,
+        };
+        let wait = self.wait_compaction || force.is_some();
+        for m in messages.iter() {
+            if let Some(w) = self.buckets.get_mut(&(m.partition.clone(), m.bucket)) {
+                w.finish_compaction(&self.shared, wait).await?;
+            }
+        }
+        self.refresh_live(messages).await?;
+        for m in messages.iter_mut() {
+            let Some(w) = self.buckets.get_mut(&(m.partition.clone(), m.bucket)) else {
+                continue;
+            };
+            w.start_compaction(&self.shared, force);
+            if wait {
+                w.finish_compaction(&self.shared, true).await?;
+            }
+            let window = w.take_window();
+            m.compact_before = window.before;
+            m.compact_after = window.after;
+            m.compact_changelog = window.changelog;
+        }
+        Ok(())
+    }
+
+    /// Whether the commit being prepared is the `every`-th since the last full compaction
+    /// (`full-compaction.delta-commits`). Counted over committed snapshots, so that batch jobs,
+    /// each with a writer of its own, count too: APPEND snapshots after the newest COMPACT
+    /// snapshot that carries a changelog (a full compaction's).
+    async fn full_compaction_due(&self, every: u64) -> Result<bool> {
+        if every <= 1 {
+            return Ok(true);
+        }
+        let sm = self.table().snapshot_manager();
+        let (Some(latest), Some(earliest)) = (sm.latest_id().await?, sm.earliest_id().await?)
+        else {
+            return Ok(false);
+        };
+        let mut appends = 0u64;
+        let mut id = latest;
+        while id >= earliest && appends + 1 < every {
+            match sm.try_snapshot(id).await? {
+                Some(s)
+                    if s.commit_kind == CommitKind::Compact
+                        && s.changelog_manifest_list.is_some() =>
+                {
+                    break
+                }
+                Some(s) if s.commit_kind == CommitKind::Append => appends += 1,
+                _ => {}
+            }
+            id -= 1;
+        }
+        Ok(appends + 1 >= every)
+    }
+
+    /// Re-reads the live files of the buckets in `messages` from the latest snapshot, so that what
+    /// another compactor committed (or a compaction of ours that was dropped) is seen before
+    /// picking ([`Levels::rebase`]).
+    async fn refresh_live(&mut self, messages: &[CommitMessage]) -> Result<()> {
+        let sm = self.table().snapshot_manager();
+        let Some(latest) = sm.latest_id().await? else {
+            return Ok(());
+        };
+        if self.live_as_of == Some(latest) {
+            // Nothing was committed since the view was built: it is accurate.
+            return Ok(());
+        }
+        let snapshot = sm.snapshot(latest).await?;
+        self.live_as_of = Some(latest);
+        let mut committed: HashMap<BucketId, Vec<DataFileMeta>> = HashMap::new();
+        for e in self
+            .table()
+            .manifest_manager()
+            .live_entries(&snapshot)
+            .await?
+        {
+            if messages
+                .iter()
+                .any(|m| m.partition == e.partition && m.bucket == e.bucket)
+            {
+                committed
+                    .entry((e.partition, e.bucket))
+                    .or_default()
+                    .push(e.file);
+            }
+        }
+        for m in messages {
+            let id = (m.partition.clone(), m.bucket);
+            let Some(w) = self.buckets.get_mut(&id) else {
+                continue;
+            };
+            let window = w.window();
+            let added: Vec<DataFileMeta> =
+                m.new_files.iter().chain(&window.after).cloned().collect();
+            let levels = Levels::rebase(
+                committed.remove(&id).unwrap_or_default(),
+                &window.before,
+                &added,
+            );
+            w.set_levels(levels);
+        }
+        Ok(())
+    }
+
+    /// After a bucket's flush: collects a finished compaction; for primary-key tables, above
+    /// `num-sorted-run.stop-trigger` sorted runs waits for one (back-pressure, not an error);
+    /// starts the next one in the background.
+    async fn after_flush(&mut self, id: &BucketId) -> Result<()> {
+        if !self.compacts() {
+            return Ok(());
+        }
+        let stop = {
+            let opts = compact::picker_options(&self.layout().options);
+            self.layout().options.stop_trigger.max(opts.run_trigger)
+        };
+        let pk = self.layout().is_primary_key_table();
+        let Some(w) = self.buckets.get_mut(id) else {
+            return Ok(());
+        };
+        w.finish_compaction(&self.shared, false).await?;
+        if !pk {
+            // Append tables compact at commit only.
+            return Ok(());
+        }
+        if w.sorted_run_count() > stop {
+            if !w.is_compacting() {
+                w.start_compaction(&self.shared, None);
+            }
+            w.finish_compaction(&self.shared, true).await?;
+        }
+        w.start_compaction(&self.shared, None);
+        Ok(())
+    }
+}
