@@ -1,7 +1,8 @@
 //! Statements that change tables: `CREATE TABLE` (to a [`TableDefinition`]), `INSERT [OVERWRITE]`,
 //! and for primary-key tables `UPDATE` and `DELETE`, written as `-U`/`+U`/`-D` rows through the
 //! table's merge engine. Each statement is one atomic commit; on any error nothing is committed
-//! and the files already written are removed.
+//! and the files already written are removed. UPDATE and DELETE find their rows with a query
+//! built from their own statement tree (never from SQL text). `CALL` is in [`super::call`].
 
 use std::sync::Arc;
 
@@ -12,8 +13,8 @@ use datafusion::common::ScalarValue;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, BinaryOperator, ColumnOption, CreateTable, Delete, Expr, FromTable,
-    HiveDistributionStyle, Ident, Insert, SqlOption, Statement, TableConstraint, TableFactor,
-    TableObject, Update, Value,
+    HiveDistributionStyle, Ident, Insert, SelectItem, SetExpr, SqlOption, Statement,
+    TableConstraint, TableFactor, TableObject, TableWithJoins, Update, Value,
 };
 use futures::StreamExt;
 
@@ -338,21 +339,52 @@ fn shape(
     })
 }
 
-/// The single table an UPDATE or DELETE targets, with its SQL text (alias included).
-fn target_relation(
+/// The single table an UPDATE or DELETE targets.
+fn target_table(
     engine: &SqlEngine,
     session: &SqlSession,
-    twj: &datafusion::sql::sqlparser::ast::TableWithJoins,
-) -> Result<(Identifier, String)> {
+    twj: &TableWithJoins,
+) -> Result<Identifier> {
     if !twj.joins.is_empty() {
         return invalid!("UPDATE/DELETE with joins is not supported");
     }
     match &twj.relation {
-        TableFactor::Table { name, .. } => {
-            Ok((engine.identifier(session, name)?, twj.relation.to_string()))
-        }
+        TableFactor::Table { name, .. } => engine.identifier(session, name),
         other => invalid!("UPDATE/DELETE target '{other}' must be a table"),
     }
+}
+
+/// `SELECT <projection> FROM <target> [WHERE <selection>]` as a statement tree made of the
+/// UPDATE's or DELETE's own nodes: nothing the user wrote is printed and parsed again.
+fn select_rows(
+    target: &TableWithJoins,
+    projection: Vec<SelectItem>,
+    selection: Option<Expr>,
+) -> Result<DFStatement> {
+    // The parser's SELECT, so that every clause not set here has its empty form.
+    let unexpected = || {
+        Err(super::internal(
+            "the parser's SELECT has an unexpected shape".into(),
+        ))
+    };
+    let DFStatement::Statement(mut stmt) = dialect::parse_one("SELECT 1")? else {
+        return unexpected();
+    };
+    let Statement::Query(query) = stmt.as_mut() else {
+        return unexpected();
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return unexpected();
+    };
+    select.projection = projection;
+    select.from = vec![target.clone()];
+    select.selection = selection;
+    Ok(DFStatement::Statement(stmt))
+}
+
+/// A table column as a select item.
+fn column(name: &str) -> SelectItem {
+    SelectItem::UnnamedExpr(Expr::Identifier(Ident::with_quote('"', name)))
 }
 
 /// Refuses UPDATE/DELETE where the merge engine would not apply them as asked.
@@ -399,10 +431,6 @@ fn kind_options() -> WriteOptions {
     }
 }
 
-fn quoted(name: &str) -> String {
-    Ident::with_quote('"', name).to_string()
-}
-
 fn kinds_column(kind: &str, n: usize) -> ArrayRef {
     Arc::new(StringArray::from(vec![kind; n]))
 }
@@ -440,11 +468,11 @@ pub(super) async fn update(
     if u.from.is_some() || u.returning.is_some() || u.limit.is_some() {
         return invalid!("UPDATE ... FROM / RETURNING / LIMIT is not supported");
     }
-    let (id, relation) = target_relation(engine, session, &u.table)?;
+    let id = target_table(engine, session, &u.table)?;
     let table = engine.catalog().load_table(&id).await?;
     let layout = check_row_level(&table, "UPDATE")?;
     let schema = &layout.schema;
-    let mut assigned: Vec<(usize, String)> = Vec::new();
+    let mut assigned: Vec<(usize, Expr)> = Vec::new();
     for a in &u.assignments {
         let AssignmentTarget::ColumnName(col) = &a.target else {
             return invalid!("UPDATE of a column tuple is not supported");
@@ -456,17 +484,17 @@ pub(super) async fn update(
         if schema.primary_keys.contains(&name) || schema.partition_keys.contains(&name) {
             return invalid!("table {id}: UPDATE cannot change key column '{name}' (primary and partition keys are fixed; delete and insert instead)");
         }
-        assigned.push((i, a.value.to_string()));
+        assigned.push((i, a.value.clone()));
     }
-    let mut select: Vec<String> = schema.fields.iter().map(|f| quoted(&f.name)).collect();
+    // The old row, then each assigned value under a name of its own.
+    let mut projection: Vec<SelectItem> = schema.fields.iter().map(|f| column(&f.name)).collect();
     for (k, (_, e)) in assigned.iter().enumerate() {
-        select.push(format!("({e}) AS {}", quoted(&format!("__new_{k}"))));
+        projection.push(SelectItem::ExprWithAlias {
+            expr: Expr::Nested(Box::new(e.clone())),
+            alias: Ident::with_quote('"', format!("__new_{k}")),
+        });
     }
-    let mut sql = format!("SELECT {} FROM {relation}", select.join(", "));
-    if let Some(w) = &u.selection {
-        sql.push_str(&format!(" WHERE {w}"));
-    }
-    let stmt = dialect::parse_one(&sql)?;
+    let stmt = select_rows(&u.table, projection, u.selection.clone())?;
     let out = engine.query(session, stmt, params).await?;
     let n = schema.fields.len();
     let arrow_schema = Arc::clone(&layout.arrow_schema);
@@ -544,269 +572,17 @@ pub(super) async fn delete(
     let [twj] = from.as_slice() else {
         return invalid!("DELETE names exactly one table");
     };
-    let (id, relation) = target_relation(engine, session, twj)?;
+    let id = target_table(engine, session, twj)?;
     let table = engine.catalog().load_table(&id).await?;
     let layout = check_row_level(&table, "DELETE")?;
-    let cols: Vec<String> = layout
+    let projection = layout
         .schema
         .fields
         .iter()
-        .map(|f| quoted(&f.name))
+        .map(|f| column(&f.name))
         .collect();
-    let mut sql = format!("SELECT {} FROM {relation}", cols.join(", "));
-    if let Some(w) = &d.selection {
-        sql.push_str(&format!(" WHERE {w}"));
-    }
-    let stmt = dialect::parse_one(&sql)?;
+    let stmt = select_rows(twj, projection, d.selection.clone())?;
     let out = engine.query(session, stmt, params).await?;
     let rows = out.stream.map(|r| r.and_then(|b| with_kind(&b, "-D")));
     table.write_stream(rows.boxed(), kind_options(), None).await
-}
-
-/// The procedures `CALL sys.<name>(...)` knows, each with its parameters in positional order
-/// (Paimon's names; named arguments `name => value` may be given in any order).
-const PROCEDURES: &[(&str, &[&str])] = &[
-    ("compact", &["table", "compact_strategy", "partitions"]),
-    (
-        "expire_snapshots",
-        &[
-            "table",
-            "retain_max",
-            "retain_min",
-            "older_than",
-            "max_deletes",
-        ],
-    ),
-    (
-        "expire_changelogs",
-        &[
-            "table",
-            "retain_max",
-            "retain_min",
-            "older_than",
-            "max_deletes",
-            "delete_all",
-        ],
-    ),
-    ("remove_orphan_files", &["table", "older_than", "dry_run"]),
-    ("create_tag", &["table", "tag", "snapshot_id"]),
-    ("delete_tag", &["table", "tag"]),
-    ("rollback_to", &["table", "snapshot_or_tag"]),
-    ("reset_options", &["table"]),
-];
-
-fn unknown_procedure(name: &str) -> Result<i64> {
-    let names: Vec<String> = PROCEDURES.iter().map(|(p, _)| format!("sys.{p}")).collect();
-    invalid!(
-        "unknown procedure '{name}'; procedures are {}",
-        names.join(", ")
-    )
-}
-
-/// The literal arguments of one `CALL`, by parameter name.
-struct CallArgs {
-    proc: String,
-    named: std::collections::HashMap<String, Option<String>>,
-    /// Positional arguments past the declared parameters (`reset_options`' keys).
-    rest: Vec<Option<String>>,
-}
-
-impl CallArgs {
-    fn parse(
-        proc: &str,
-        params: &[&str],
-        f: &datafusion::sql::sqlparser::ast::Function,
-    ) -> Result<Self> {
-        use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
-        let list = match &f.args {
-            FunctionArguments::None => &vec![],
-            FunctionArguments::List(l) => &l.args,
-            FunctionArguments::Subquery(_) => return invalid!("CALL arguments must be literals"),
-        };
-        let literal = |e: &FunctionArgExpr| -> Result<Option<String>> {
-            match e {
-                FunctionArgExpr::Expr(Expr::Value(v)) => match &v.value {
-                    Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
-                        Ok(Some(s.clone()))
-                    }
-                    Value::Number(n, _) => Ok(Some(n.clone())),
-                    Value::Boolean(b) => Ok(Some(b.to_string())),
-                    Value::Null => Ok(None),
-                    other => invalid!("CALL argument '{other}' must be a string or a number"),
-                },
-                other => invalid!("CALL argument '{other}' must be a literal"),
-            }
-        };
-        let mut args = CallArgs {
-            proc: proc.to_string(),
-            named: Default::default(),
-            rest: vec![],
-        };
-        let mut position = 0;
-        for a in list {
-            let (name, value) = match a {
-                FunctionArg::Unnamed(e) => {
-                    let value = literal(e)?;
-                    let Some(name) = params.get(position) else {
-                        args.rest.push(value);
-                        continue;
-                    };
-                    position += 1;
-                    (name.to_string(), value)
-                }
-                FunctionArg::Named { name, arg, .. }
-                | FunctionArg::ExprNamed {
-                    arg,
-                    name: Expr::Identifier(name),
-                    ..
-                } => {
-                    let name = name.value.to_ascii_lowercase();
-                    if !params.contains(&name.as_str()) {
-                        return invalid!(
-                            "sys.{proc} has no parameter '{name}'; its parameters are {}",
-                            params.join(", ")
-                        );
-                    }
-                    (name, literal(arg)?)
-                }
-                other => return invalid!("CALL argument '{other}' must be a literal"),
-            };
-            if args.named.insert(name.clone(), value).is_some() {
-                return invalid!("sys.{proc}: argument '{name}' is given twice");
-            }
-        }
-        Ok(args)
-    }
-
-    fn text(&self, name: &str) -> Option<String> {
-        self.named.get(name).cloned().flatten()
-    }
-
-    fn required(&self, name: &str) -> Result<String> {
-        match self.text(name) {
-            Some(v) => Ok(v),
-            None => invalid!("sys.{}: argument '{name}' is required", self.proc),
-        }
-    }
-
-    fn number(&self, name: &str) -> Result<Option<i64>> {
-        match self.text(name) {
-            None => Ok(None),
-            Some(v) => match v.trim().parse::<i64>() {
-                Ok(n) => Ok(Some(n)),
-                Err(_) => invalid!("sys.{}: {name} '{v}' is not a number", self.proc),
-            },
-        }
-    }
-
-    fn flag(&self, name: &str, default: bool) -> Result<bool> {
-        match self.text(name) {
-            None => Ok(default),
-            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "true" => Ok(true),
-                "false" => Ok(false),
-                _ => invalid!("sys.{}: {name} '{v}' is neither true nor false", self.proc),
-            },
-        }
-    }
-}
-
-/// `CALL sys.<procedure>(...)`: the arguments parsed into the maintenance core's request and run
-/// there. Returns the procedure's count (buckets compacted, snapshots expired, files removed).
-pub(super) async fn call(
-    engine: &SqlEngine,
-    session: &SqlSession,
-    f: datafusion::sql::sqlparser::ast::Function,
-) -> Result<i64> {
-    use crate::table::maintenance::{
-        Compact, CreateTag, ExpireChangelogs, ExpireSnapshots, RemoveOrphans, Request,
-    };
-    let name = object_name_parts(&f.name)?;
-    let (proc, params) = match name.as_slice() {
-        [sys, p] if sys.eq_ignore_ascii_case("sys") => {
-            match PROCEDURES.iter().find(|(n, _)| n.eq_ignore_ascii_case(p)) {
-                Some(found) => *found,
-                None => return unknown_procedure(&f.name.to_string()),
-            }
-        }
-        _ => return unknown_procedure(&f.name.to_string()),
-    };
-    let args = CallArgs::parse(proc, params, &f)?;
-    let table_name = args.required("table")?;
-    let id = match table_name.split('.').collect::<Vec<_>>().as_slice() {
-        [t] => Identifier::new(session.database.clone(), t.to_string()),
-        [d, t] => Identifier::new(d.to_string(), t.to_string()),
-        _ => return invalid!("sys.{proc}: invalid table name '{table_name}'"),
-    };
-    let request = match proc {
-        // Paimon's batch compaction: a full compaction unless 'minor' is asked for.
-        "compact" => Request::Compact(Compact {
-            full: match args.text("compact_strategy") {
-                Some(s) => Compact::strategy(&s)?,
-                None => true,
-            },
-            partitions: match args.text("partitions") {
-                Some(list) => list
-                    .split(',')
-                    .filter(|p| !p.trim().is_empty())
-                    .map(|p| crate::table::maintenance::key_value(p, "partition"))
-                    .collect::<Result<_>>()?,
-                None => vec![],
-            },
-        }),
-        "expire_snapshots" => Request::ExpireSnapshots(ExpireSnapshots {
-            retain_max: args.number("retain_max")?,
-            retain_min: args.number("retain_min")?,
-            older_than: args.text("older_than"),
-            max_deletes: args.number("max_deletes")?,
-        }),
-        "expire_changelogs" => Request::ExpireChangelogs(ExpireChangelogs {
-            retain_max: args.number("retain_max")?,
-            retain_min: args.number("retain_min")?,
-            older_than: args.text("older_than"),
-            max_deletes: args.number("max_deletes")?,
-            delete_all: args.flag("delete_all", false)?,
-        }),
-        "remove_orphan_files" => Request::RemoveOrphans(RemoveOrphans {
-            older_than: args.text("older_than"),
-            dry_run: args.flag("dry_run", true)?,
-        }),
-        "create_tag" => Request::CreateTag(CreateTag {
-            name: args.required("tag")?,
-            snapshot_id: args.number("snapshot_id")?,
-        }),
-        "delete_tag" => Request::DeleteTag {
-            name: args.required("tag")?,
-        },
-        "rollback_to" => {
-            let to = args.required("snapshot_or_tag")?;
-            Request::Rollback(match to.trim().parse::<i64>() {
-                Ok(id) => crate::table::lifecycle::RollbackTarget::Snapshot(id),
-                Err(_) => crate::table::lifecycle::RollbackTarget::Tag(to),
-            })
-        }
-        _ => {
-            // reset_options: every argument after the table is an option key.
-            let changes: Vec<crate::schema::change::SchemaChange> = args
-                .rest
-                .iter()
-                .flatten()
-                .map(|k| crate::schema::change::SchemaChange::RemoveOption { key: k.clone() })
-                .collect();
-            engine.catalog().load_table(&id).await?;
-            if !changes.is_empty() {
-                engine.catalog().alter_table(&id, &changes).await?;
-            }
-            return Ok(0);
-        }
-    };
-    request.validate()?;
-    let table = engine.catalog().load_table(&id).await?;
-    let op = crate::table::progress::Operation::new();
-    let outcome = request.clone().run(&table, &op).await?;
-    Ok(match request {
-        // Tag procedures write no rows.
-        Request::CreateTag(_) | Request::DeleteTag { .. } | Request::Rollback(_) => 0,
-        _ => outcome.count(&request),
-    })
 }

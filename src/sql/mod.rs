@@ -9,18 +9,20 @@
 //! ```
 
 mod alter;
+mod call;
 mod changelog;
 mod dialect;
 mod dml;
 pub mod limits;
 pub mod output_caps;
 mod provider;
+mod show;
 mod system;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::array::{Int64Array, RecordBatch};
 use arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
 use datafusion::execution::context::SQLOptions;
@@ -29,7 +31,7 @@ use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::prelude::{DataFrame, SessionConfig};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    ObjectName, ObjectNamePart, ObjectType, SchemaName, ShowStatementIn, Statement,
+    ObjectName, ObjectNamePart, ObjectType, SchemaName, Statement,
 };
 use futures::stream::{self, BoxStream, StreamExt};
 
@@ -325,7 +327,7 @@ impl SqlEngine {
             let params = self.update_parameters(session, stmt).await;
             return Ok((kind, count_schema(), params));
         }
-        if let Some(out) = self.metadata_statement(session, &stmt).await? {
+        if let Some(out) = show::metadata_statement(self, session, &stmt).await? {
             return Ok((kind, out.schema, Arc::new(Schema::empty())));
         }
         let state = self.state_for(session);
@@ -395,7 +397,7 @@ impl SqlEngine {
     ) -> Result<SqlOutput> {
         let stmt = dialect::parse_one(sql)?;
         let out = match classify(&stmt)? {
-            StatementKind::Query => match self.metadata_statement(session, &stmt).await? {
+            StatementKind::Query => match show::metadata_statement(self, session, &stmt).await? {
                 Some(out) => out,
                 None => self.query(session, stmt, params).await?,
             },
@@ -493,94 +495,6 @@ impl SqlEngine {
             schema,
             stream: stream.map(|r| r.map_err(from_df)).boxed(),
         })
-    }
-
-    /// SHOW and DESCRIBE, answered from the catalog.
-    async fn metadata_statement(
-        &self,
-        session: &SqlSession,
-        stmt: &DFStatement,
-    ) -> Result<Option<SqlOutput>> {
-        let DFStatement::Statement(s) = stmt else {
-            return Ok(None);
-        };
-        let batch = match s.as_ref() {
-            Statement::ShowTables { show_options, .. } => {
-                let db = match &show_options.show_in {
-                    Some(ShowStatementIn {
-                        parent_name: Some(n),
-                        ..
-                    }) => object_name_parts(n)?.pop().unwrap_or_default(),
-                    _ => session.database.clone(),
-                };
-                let tables = self.catalog.list_tables(&db).await?;
-                RecordBatch::try_new(
-                    Arc::new(Schema::new(vec![
-                        Field::new("database", ArrowType::Utf8, false),
-                        Field::new("table_name", ArrowType::Utf8, false),
-                    ])),
-                    vec![
-                        Arc::new(StringArray::from(vec![db.as_str(); tables.len()])),
-                        Arc::new(StringArray::from(tables)),
-                    ],
-                )
-            }
-            Statement::ShowDatabases { .. } | Statement::ShowSchemas { .. } => {
-                let dbs = self.catalog.list_databases().await?;
-                RecordBatch::try_new(
-                    Arc::new(Schema::new(vec![Field::new(
-                        "database",
-                        ArrowType::Utf8,
-                        false,
-                    )])),
-                    vec![Arc::new(StringArray::from(dbs))],
-                )
-            }
-            Statement::ExplainTable { table_name, .. } => {
-                let id = self.identifier(session, table_name)?;
-                let table = self.catalog.load_table(&id).await?;
-                let schema = table.schema();
-                let f = &schema.fields;
-                RecordBatch::try_new(
-                    Arc::new(Schema::new(vec![
-                        Field::new("column_name", ArrowType::Utf8, false),
-                        Field::new("data_type", ArrowType::Utf8, false),
-                        Field::new("is_nullable", ArrowType::Utf8, false),
-                        Field::new("primary_key", ArrowType::Utf8, false),
-                        Field::new("partition_key", ArrowType::Utf8, false),
-                        Field::new("comment", ArrowType::Utf8, true),
-                    ])),
-                    vec![
-                        Arc::new(StringArray::from_iter_values(f.iter().map(|c| &c.name))),
-                        Arc::new(StringArray::from_iter_values(
-                            f.iter()
-                                .map(|c| c.data_type.with_nullable(true).to_string()),
-                        )),
-                        Arc::new(StringArray::from_iter_values(f.iter().map(|c| {
-                            if c.data_type.nullable {
-                                "YES"
-                            } else {
-                                "NO"
-                            }
-                        }))),
-                        Arc::new(StringArray::from_iter_values(
-                            f.iter()
-                                .map(|c| yes_no(schema.primary_keys.contains(&c.name))),
-                        )),
-                        Arc::new(StringArray::from_iter_values(
-                            f.iter()
-                                .map(|c| yes_no(schema.partition_keys.contains(&c.name))),
-                        )),
-                        Arc::new(StringArray::from(
-                            f.iter().map(|c| c.description.clone()).collect::<Vec<_>>(),
-                        )),
-                    ],
-                )
-            }
-            _ => return Ok(None),
-        }
-        .map_err(|e| internal(format!("metadata result: {e}")))?;
-        Ok(Some(rows_output(StatementKind::Query, batch)))
     }
 
     /// `name` resolved against the session's database (`t`, `db.t` or `tidelake.db.t`).
@@ -689,7 +603,7 @@ impl SqlEngine {
             }
             Statement::Update(u) => dml::update(self, session, u, params).await,
             Statement::Delete(d) => dml::delete(self, session, d, params).await,
-            Statement::Call(f) => dml::call(self, session, f).await,
+            Statement::Call(f) => call::call(self, session, f).await,
             Statement::AlterTable(a) => alter::alter_table(self, session, a).await,
             Statement::Comment {
                 object_type,
@@ -726,14 +640,6 @@ impl SqlEngine {
         }
         self.catalog.create_database(db, true).await?;
         Ok(0)
-    }
-}
-
-fn yes_no(b: bool) -> &'static str {
-    if b {
-        "YES"
-    } else {
-        "NO"
     }
 }
 

@@ -19,24 +19,26 @@
 //!
 //! Exactly-once: a commit with an explicit identifier is skipped when the newest snapshot of the
 //! same commit user already carries an identifier at least as large (Paimon's `filterCommitted`).
-//! The retry decision reads [`crate::error::Error::is_retryable`] and lives only here.
+//!
+//! This file holds the IO and the retry loop; every decision the loop takes on what it read
+//! (conflict, overwritten files, the next snapshot, an ambiguous publish, the backoff) is a pure
+//! function in [`decide`]. The retry decision reads [`crate::error::Error::is_retryable`] and lives
+//! only there.
 
-use std::collections::HashSet;
-use std::time::Duration;
+mod decide;
 
 use super::write::CommitMessage;
 use super::Table;
 use crate::error::{ConflictSnafu, ErrorKind, Result};
 use crate::manifest::FileNamer;
-use crate::spec::binary_row::{self, Datum};
-use crate::spec::manifest::{FileIdentifier, FileKind, ManifestEntry, ManifestFileMeta};
-use crate::spec::snapshot::{BATCH_COMMIT_IDENTIFIER, SNAPSHOT_VERSION};
+use crate::schema::layout::TableLayout;
+use crate::spec::binary_row::Datum;
+use crate::spec::manifest::{FileKind, ManifestEntry, ManifestFileMeta};
+use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
 use crate::spec::DataFileMeta;
 use crate::spec::{CommitKind, Snapshot};
-
-/// Manifests at which the base manifest list is compacted into one manifest
-/// (Paimon's `manifest.merge-min-count`).
-const MANIFEST_MERGE_MIN_COUNT: usize = 30;
+pub(crate) use decide::validate_overwrite;
+use decide::{Changes, ListRef, Published};
 
 /// What an overwrite replaces.
 #[derive(Debug, Clone, PartialEq)]
@@ -237,151 +239,75 @@ impl TableCommit {
                     layout.schema.id,
                 )
                 .await?;
-            Some(mm.write_manifest_list(&self.namer, &[m]).await?)
+            let rows: i64 = changelog.iter().map(|e| e.file.row_count).sum();
+            Some((mm.write_manifest_list(&self.namer, &[m]).await?, rows))
         };
-        let changelog_rows: i64 = changelog.iter().map(|e| e.file.row_count).sum();
         loop {
             let latest = sm.latest().await?;
+            let live = match &latest {
+                Some(s) if kind == CommitKind::Compact || overwrite.is_some() => {
+                    mm.live_entries(s).await?
+                }
+                _ => vec![],
+            };
             if kind == CommitKind::Compact {
-                check_compaction(&self.table, latest.as_ref(), &adds).await?;
-            }
-            let next_id = latest.as_ref().map(|s| s.id + 1).unwrap_or(1);
-
-            // Base: the previous snapshot's base + delta manifests, compacted when too many.
-            let mut base_metas: Vec<ManifestFileMeta> = Vec::new();
-            if let Some(prev) = &latest {
-                base_metas.extend(mm.read_manifest_list(&prev.base_manifest_list).await?);
-                base_metas.extend(mm.read_manifest_list(&prev.delta_manifest_list).await?);
-            }
-            let mut deletes: Vec<ManifestEntry> = Vec::new();
-            if let (Some(ow), Some(prev)) = (overwrite, &latest) {
-                for e in mm.live_entries(prev).await? {
-                    if overwrite_matches(
-                        ow,
-                        &e.partition,
-                        &layout.schema.partition_keys,
-                        &layout.partition_types,
-                    )? {
-                        deletes.push(ManifestEntry {
-                            kind: FileKind::Delete,
-                            ..e
-                        });
+                let key_types = layout
+                    .is_primary_key_table()
+                    .then_some(layout.key_types.as_slice());
+                if let Some(conflict) = decide::check_compaction(&live, &adds, key_types)? {
+                    return ConflictSnafu {
+                        table: table.identifier().to_string(),
+                        message: conflict.to_string(),
                     }
+                    .fail();
                 }
             }
-            let mut attempt_files: Vec<String> = Vec::new();
-            if base_metas.len() >= MANIFEST_MERGE_MIN_COUNT {
-                let mut entries = Vec::new();
-                for m in &base_metas {
-                    entries.extend(mm.read_manifest(&m.file_name).await?);
-                }
-                let live = crate::manifest::fold_entries(entries);
-                let merged = mm
-                    .write_manifest(
-                        &self.namer,
-                        &live,
-                        &layout.partition_types,
-                        layout.schema.id,
-                    )
-                    .await?;
-                attempt_files.push(merged.file_name.clone());
-                base_metas = vec![merged];
-            }
-            let mut delta_metas = Vec::new();
-            if !deletes.is_empty() {
-                let m = mm
-                    .write_manifest(
-                        &self.namer,
-                        &deletes,
-                        &layout.partition_types,
-                        layout.schema.id,
-                    )
-                    .await?;
-                attempt_files.push(m.file_name.clone());
-                delta_metas.push(m);
-            }
-            if !adds.is_empty() {
-                if adds_manifest.is_none() {
-                    adds_manifest = Some(
-                        mm.write_manifest(
-                            &self.namer,
-                            &adds,
-                            &layout.partition_types,
-                            layout.schema.id,
-                        )
-                        .await?,
-                    );
-                }
-                delta_metas.extend(adds_manifest.clone());
-            }
-            let (base_list, base_size) = mm.write_manifest_list(&self.namer, &base_metas).await?;
-            let (delta_list, delta_size) =
-                mm.write_manifest_list(&self.namer, &delta_metas).await?;
-            let rows_of = |kind: FileKind| -> i64 {
-                adds.iter()
-                    .chain(&deletes)
-                    .filter(|e| e.kind == kind)
-                    .map(|e| e.file.row_count)
-                    .sum()
+            let deletes = match overwrite {
+                Some(ow) => decide::overwritten(
+                    live,
+                    ow,
+                    &layout.schema.partition_keys,
+                    &layout.partition_types,
+                )?,
+                None => vec![],
             };
-            let (added_rows, deleted_rows) = (rows_of(FileKind::Add), rows_of(FileKind::Delete));
-            let delta_records = added_rows - deleted_rows;
-            let snapshot = Snapshot {
-                version: SNAPSHOT_VERSION,
-                id: next_id,
-                schema_id: layout.schema.id,
-                base_manifest_list: base_list.clone(),
-                base_manifest_list_size: Some(base_size),
-                delta_manifest_list: delta_list.clone(),
-                delta_manifest_list_size: Some(delta_size),
-                changelog_manifest_list: changelog_list.as_ref().map(|l| l.0.clone()),
-                changelog_manifest_list_size: changelog_list.as_ref().map(|l| l.1),
-                index_manifest: latest.as_ref().and_then(|s| s.index_manifest.clone()),
-                commit_user: self.commit_user.clone(),
-                commit_identifier: identifier,
-                commit_kind: kind,
-                time_millis: self
-                    .table
-                    .clock()
-                    .now_millis()
-                    .max(latest.as_ref().map(|s| s.time_millis).unwrap_or(0)),
-                total_record_count: Some(
-                    latest
-                        .as_ref()
-                        .and_then(|s| s.total_record_count)
-                        .unwrap_or(0)
-                        + delta_records,
-                ),
-                delta_record_count: Some(delta_records),
-                changelog_record_count: changelog_list.as_ref().map(|_| changelog_rows),
-                watermark: latest.as_ref().and_then(|s| s.watermark),
-                statistics: None,
-                properties: None,
-                next_row_id: None,
-                uuid: Some(uuid::Uuid::new_v4().to_string()),
-                writer_version: Some(format!("tidelake-{}", env!("CARGO_PKG_VERSION"))),
+            let lists = self
+                .write_lists(
+                    &layout,
+                    latest.as_ref(),
+                    &adds,
+                    &deletes,
+                    &mut adds_manifest,
+                )
+                .await?;
+            let snapshot = decide::next_snapshot(
+                latest.as_ref(),
+                Changes {
+                    kind,
+                    schema_id: layout.schema.id,
+                    base: lists.base.clone(),
+                    delta: lists.delta.clone(),
+                    changelog: changelog_list.clone(),
+                    delta_records: decide::delta_records(&adds, &deletes),
+                    commit_user: self.commit_user.clone(),
+                    identifier,
+                    now_millis: table.clock().now_millis(),
+                    uuid: uuid::Uuid::new_v4().to_string(),
+                },
+            );
+            let next_id = snapshot.id;
+            let published = match sm.try_publish(&snapshot).await {
+                Ok(true) => Published::Ours,
+                Ok(false) => Published::Lost,
+                // Ambiguous: the put may have landed. The snapshot file decides.
+                Err(e) => decide::resolve_publish(e, sm.try_snapshot(next_id).await, &snapshot)?,
             };
-            let lost = match sm.try_publish(&snapshot).await {
-                Ok(true) => {
-                    self.after_publish(next_id).await;
-                    return Ok(CommitOutcome::Committed(next_id));
-                }
-                Ok(false) => true,
-                Err(e) => {
-                    // Ambiguous: the put may have landed. The snapshot file decides.
-                    match sm.try_snapshot(next_id).await {
-                        Ok(Some(s)) if s.uuid == snapshot.uuid => {
-                            self.after_publish(next_id).await;
-                            return Ok(CommitOutcome::Committed(next_id));
-                        }
-                        Ok(Some(_)) => true,
-                        _ if e.is_retryable() => false,
-                        _ => return Err(e),
-                    }
-                }
-            };
+            if published == Published::Ours {
+                self.after_publish(next_id).await;
+                return Ok(CommitOutcome::Committed(next_id));
+            }
             // This attempt's files are garbage now; only the ADD manifest is reused.
-            for name in attempt_files.iter().chain([&base_list, &delta_list]) {
+            for name in &lists.written {
                 let _ = table.io().delete(&mm.path(name)).await;
             }
             attempt += 1;
@@ -390,13 +316,74 @@ impl TableCommit {
                     table: table.identifier().to_string(),
                     message: format!(
                         "gave up after {attempt} attempts: other committers kept taking snapshot ids (last tried {next_id}){}",
-                        if lost { "" } else { " after storage errors" }
+                        if published == Published::Lost { "" } else { " after storage errors" }
                     ),
                 }
                 .fail();
             }
-            tokio::time::sleep(backoff(attempt)).await;
+            tokio::time::sleep(decide::backoff(attempt)).await;
         }
+    }
+
+    /// Writes the manifests and lists of one attempt on `latest`: the base (the previous base and
+    /// delta, merged into one manifest when there are too many) and the delta (an overwrite's
+    /// DELETEs, then the ADDs, whose manifest is written once and reused by every attempt).
+    async fn write_lists(
+        &self,
+        layout: &TableLayout,
+        latest: Option<&Snapshot>,
+        adds: &[ManifestEntry],
+        deletes: &[ManifestEntry],
+        adds_manifest: &mut Option<ManifestFileMeta>,
+    ) -> Result<AttemptLists> {
+        let mm = self.table.manifest_manager();
+        let write = |entries: Vec<ManifestEntry>| {
+            let mm = mm.clone();
+            async move {
+                mm.write_manifest(
+                    &self.namer,
+                    &entries,
+                    &layout.partition_types,
+                    layout.schema.id,
+                )
+                .await
+            }
+        };
+        let mut written: Vec<String> = Vec::new();
+        let mut base_metas: Vec<ManifestFileMeta> = Vec::new();
+        if let Some(prev) = latest {
+            base_metas.extend(mm.read_manifest_list(&prev.base_manifest_list).await?);
+            base_metas.extend(mm.read_manifest_list(&prev.delta_manifest_list).await?);
+        }
+        if decide::merge_base(base_metas.len()) {
+            let mut entries = Vec::new();
+            for m in &base_metas {
+                entries.extend(mm.read_manifest(&m.file_name).await?);
+            }
+            let merged = write(crate::manifest::fold_entries(entries)).await?;
+            written.push(merged.file_name.clone());
+            base_metas = vec![merged];
+        }
+        let mut delta_metas = Vec::new();
+        if !deletes.is_empty() {
+            let m = write(deletes.to_vec()).await?;
+            written.push(m.file_name.clone());
+            delta_metas.push(m);
+        }
+        if !adds.is_empty() {
+            if adds_manifest.is_none() {
+                *adds_manifest = Some(write(adds.to_vec()).await?);
+            }
+            delta_metas.extend(adds_manifest.clone());
+        }
+        let base = mm.write_manifest_list(&self.namer, &base_metas).await?;
+        let delta = mm.write_manifest_list(&self.namer, &delta_metas).await?;
+        written.extend([base.0.clone(), delta.0.clone()]);
+        Ok(AttemptLists {
+            base,
+            delta,
+            written,
+        })
     }
 
     /// Hints after a successful publish: `LATEST` always, `EARLIEST` for a table's first snapshot.
@@ -439,168 +426,11 @@ impl TableCommit {
     }
 }
 
-/// A compaction may only delete files that are still live: another compactor (or an overwrite)
-/// may have replaced them since it started. Conflicts are final, as in Paimon.
-async fn check_compaction(
-    table: &Table,
-    latest: Option<&Snapshot>,
-    entries: &[ManifestEntry],
-) -> Result<()> {
-    let live_entries = match latest {
-        Some(s) => table.manifest_manager().live_entries(s).await?,
-        None => vec![],
-    };
-    let live: HashSet<FileIdentifier> =
-        live_entries.iter().map(ManifestEntry::identifier).collect();
-    let conflict = |message: String| {
-        ConflictSnafu {
-            table: table.identifier().to_string(),
-            message,
-        }
-        .fail()
-    };
-    for e in entries.iter().filter(|e| e.kind == FileKind::Delete) {
-        if !live.contains(&e.identifier()) {
-            return conflict(format!(
-                "file deletion conflict: compaction input {} (bucket {}, level {}) is no longer live; give up committing",
-                e.file.file_name, e.bucket, e.file.level
-            ));
-        }
-    }
-    // The result must keep every level >= 1 one sorted run: no two files with overlapping keys.
-    let layout = table.layout()?;
-    if layout.is_primary_key_table() {
-        let result =
-            crate::manifest::fold_entries(live_entries.into_iter().chain(entries.iter().cloned()));
-        if let Some((a, b)) = overlapping_files(&result, &layout.key_types)? {
-            return conflict(format!("LSM conflicts detected: files {a} and {b} overlap in one level; give up committing"));
-        }
-    }
-    Ok(())
-}
-
-/// A file's key range: min key, max key, file name.
-type KeyRange<'a> = (Vec<Datum>, Vec<Datum>, &'a str);
-
-/// Two files of one (partition, bucket, level >= 1) whose key ranges overlap (or touch), if any.
-pub(crate) fn overlapping_files(
-    files: &[ManifestEntry],
-    key_types: &[crate::spec::DataType],
-) -> Result<Option<(String, String)>> {
-    use std::cmp::Ordering;
-    let decode = |bytes: &[u8], name: &str| {
-        binary_row::deserialize(bytes, key_types).map_err(|e| {
-            crate::error::CorruptSnafu {
-                path: name.to_string(),
-                message: format!("key range: {e}"),
-            }
-            .build()
-        })
-    };
-    let cmp = |a: &[Datum], b: &[Datum]| {
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| x.compare(y).unwrap_or(Ordering::Equal))
-            .find(|o| *o != Ordering::Equal)
-            .unwrap_or(Ordering::Equal)
-    };
-    let mut groups: std::collections::BTreeMap<(&[u8], i32, i32), Vec<KeyRange<'_>>> =
-        std::collections::BTreeMap::new();
-    for e in files.iter().filter(|e| e.file.level >= 1) {
-        let min = decode(&e.file.min_key, &e.file.file_name)?;
-        let max = decode(&e.file.max_key, &e.file.file_name)?;
-        groups
-            .entry((&e.partition, e.bucket, e.file.level))
-            .or_default()
-            .push((min, max, &e.file.file_name));
-    }
-    for ranges in groups.values_mut() {
-        ranges.sort_by(|a, b| cmp(&a.0, &b.0));
-        for pair in ranges.windows(2) {
-            if cmp(&pair[0].1, &pair[1].0) != Ordering::Less {
-                return Ok(Some((pair[0].2.to_string(), pair[1].2.to_string())));
-            }
-        }
-    }
-    Ok(None)
-}
-
-fn backoff(attempt: u32) -> Duration {
-    let base = 10u64.saturating_mul(1 << attempt.min(7)).min(1000);
-    let jitter = (uuid::Uuid::new_v4().as_u128() % (base as u128 + 1)) as u64;
-    Duration::from_millis(base / 2 + jitter)
-}
-
-fn overwrite_matches(
-    ow: &Overwrite,
-    partition: &[u8],
-    keys: &[String],
-    types: &[crate::spec::DataType],
-) -> Result<bool> {
-    match ow {
-        Overwrite::Table => Ok(true),
-        Overwrite::Partitions(spec) => {
-            let values = binary_row::deserialize(partition, types).map_err(|e| {
-                crate::error::InternalSnafu {
-                    message: format!("partition row in manifest: {e}"),
-                }
-                .build()
-            })?;
-            Ok(spec.iter().all(|(k, v)| {
-                keys.iter().position(|x| x == k).is_some_and(|i| {
-                    values.get(i).and_then(|x| x.compare(v)) == Some(std::cmp::Ordering::Equal)
-                })
-            }))
-        }
-    }
-}
-
-/// Checks an overwrite spec names partition keys only, each once.
-pub(crate) fn validate_overwrite(ow: &Overwrite, keys: &[String], table: &str) -> Result<()> {
-    if let Overwrite::Partitions(spec) = ow {
-        let mut seen = HashSet::new();
-        for (k, _) in spec {
-            if !keys.contains(k) {
-                return crate::error::invalid!("table {table}: '{k}' is not a partition key");
-            }
-            if !seen.insert(k) {
-                return crate::error::invalid!("table {table}: partition key '{k}' given twice");
-            }
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entry(name: &str, level: i32, min: i64, max: i64) -> ManifestEntry {
-        ManifestEntry {
-            kind: FileKind::Add,
-            partition: binary_row::empty_row(),
-            bucket: 0,
-            total_buckets: 1,
-            file: DataFileMeta::for_test(name, level, min, max),
-        }
-    }
-
-    #[test]
-    fn detects_overlapping_files_in_one_level() {
-        let types = vec!["BIGINT NOT NULL".parse().unwrap()];
-        let ok = vec![
-            entry("a", 1, 0, 9),
-            entry("b", 1, 10, 19),
-            entry("c", 2, 5, 15),
-            entry("d", 0, 0, 100),
-        ];
-        assert_eq!(overlapping_files(&ok, &types).unwrap(), None);
-        let touching = vec![entry("a", 1, 0, 10), entry("b", 1, 10, 19)];
-        assert_eq!(
-            overlapping_files(&touching, &types).unwrap(),
-            Some(("a".into(), "b".into()))
-        );
-        let negative = vec![entry("a", 3, -20, -5), entry("b", 3, -10, 3)];
-        assert!(overlapping_files(&negative, &types).unwrap().is_some());
-    }
+/// The manifest lists of one commit attempt, and every file it wrote that a lost attempt leaves
+/// as garbage.
+#[derive(Debug)]
+struct AttemptLists {
+    base: ListRef,
+    delta: ListRef,
+    written: Vec<String>,
 }
