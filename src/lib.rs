@@ -7,11 +7,13 @@
 //!  server/      Flight SQL service: auth, one Status mapping (status.rs), IPC checks; handlers by
 //!               kind in flight_sql/ (statements, tickets, encoding, ingest), admin actions; calls
 //!               run on work threads
-//!  sql/         DataFusion: statements, limits on their size and depth, capped functions
+//!  sql/         DataFusion: statements (dml, call, alter, show), limits on their size and depth,
+//!               capped functions
 //!  catalog/     databases and tables of a warehouse
-//!  table/       write (route rows to buckets) · commit · scan planning · merged read ·
+//!  table/       write/ (conform, route, one BucketWriter per bucket) · commit/ (retry loop over
+//!               pure deciders) · scan planning (pure pruning) · merged read ·
 //!               maintenance.rs: the one core the CLI, CALL sys.* and the admin actions share
-//!  lsm/         per-bucket sorted write buffer and merge engines (sync, no IO)
+//!  lsm/         per-bucket sorted write buffer, Levels, merge engines (sync, no IO)
 //!  schema/      versioned schema files, schema evolution, and the layout a schema implies
 //!  snapshot/ manifest/   managers of the versioned files of one table
 //!  io/          storage access, durable writes, the write-once primitive
