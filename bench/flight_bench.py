@@ -35,13 +35,20 @@ Usage:
   .venv/bin/python bench/flight_bench.py [--rows 10000000] [--point-rows 5000000] [--upserts N]
       [--queries 200] [--repeat 3] [--batch 65536] [--bin target/release/tidelake] [--keep DIR]
       [--only both|tidelake|pyarrow] [--peer-get-batch match|N] [--server-log]
-Needs: pyarrow, numpy, adbc-driver-flightsql, adbc-driver-manager (pip install into .venv).
+Needs: pyarrow, numpy, adbc-driver-flightsql, adbc-driver-manager and the tidelake client package
+(clients/python, whose Flight SQL message codecs it uses); scripts/setup-python.sh installs them into .venv.
 """
 import argparse, json, os, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
+
+try:  # the Python client's message codecs (scripts/setup-python.sh installs it into .venv)
+    from tidelake import flight_sql
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "clients", "python"))
+    from tidelake import flight_sql
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("k", pa.int64()), ("v", pa.float64()),
                     ("s", pa.string())])
@@ -50,86 +57,22 @@ RESULTS = []  # every emitted measurement, in order
 ECHO_SERVER_LOG = False
 
 
-# ---------------------------------------------------------------- protobuf, by hand
-def _varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def pb_bytes(field, data):
-    """A length-delimited field (string, bytes, embedded message)."""
-    if isinstance(data, str):
-        data = data.encode()
-    return _varint((field << 3) | 2) + _varint(len(data)) + data
-
-
-def pb_varint(field, n):
-    return _varint(field << 3) + _varint(n)
-
-
-def pb_any(type_name, value):
-    return pb_bytes(1, "type.googleapis.com/arrow.flight.protocol.sql." + type_name) + pb_bytes(2, value)
-
-
-def pb_decode(buf):
-    """{field: [values]} for a flat message (varints as ints, length-delimited as bytes)."""
-    out, i = {}, 0
-    while i < len(buf):
-        key, i = _read_varint(buf, i)
-        field, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = _read_varint(buf, i)
-        elif wt == 2:
-            ln, i = _read_varint(buf, i)
-            v, i = bytes(buf[i:i + ln]), i + ln
-        elif wt == 1:
-            v, i = bytes(buf[i:i + 8]), i + 8
-        elif wt == 5:
-            v, i = bytes(buf[i:i + 4]), i + 4
-        else:
-            raise ValueError(f"wire type {wt}")
-        out.setdefault(field, []).append(v)
-    return out
-
-
-def _read_varint(buf, i):
-    n = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return n, i
-
-
+# ---------------------------------------------------------------- Flight SQL messages
 def query_descriptor(sql):
-    return flight.FlightDescriptor.for_command(pb_any("CommandStatementQuery", pb_bytes(1, sql)))
+    return flight.FlightDescriptor.for_command(flight_sql.encode_statement_query(sql))
 
 
 def ingest_descriptor(table, schema="default"):
     # TableDefinitionOptions{if_not_exist = FAIL(2), if_exists = APPEND(2)}
-    opts = pb_varint(1, 2) + pb_varint(2, 2)
-    cmd = pb_bytes(1, opts) + pb_bytes(2, table) + pb_bytes(3, schema)
-    return flight.FlightDescriptor.for_command(pb_any("CommandStatementIngest", cmd))
+    return flight.FlightDescriptor.for_command(flight_sql.encode_statement_ingest(table, database=schema,
+                                                                                  mode="append"))
 
 
 def put_result_count(buf):
     """DoPutUpdateResult{int64 record_count = 1} -> record_count (None if absent)."""
     if buf is None:
         return None
-    v = pb_decode(buf.to_pybytes()).get(1)
-    if not v:
-        return 0
-    n = v[0]
-    return n - (1 << 64) if n >= 1 << 63 else n
+    return flight_sql.decode_update_result(buf)
 
 
 # ---------------------------------------------------------------- data
@@ -174,7 +117,7 @@ class PeerServer(flight.FlightServerBase):
             except StopIteration:
                 break
             n += chunk.data.num_rows
-        writer.write(pa.py_buffer(pb_varint(1, n)))
+        writer.write(pa.py_buffer(flight_sql.encode_update_result(n)))
 
     def do_action(self, context, action):
         if action.type == "rechunk":  # serve batches of this many rows from now on

@@ -4,9 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${TIDELAKE_VENV:-.venv}
-STAMP="$VENV/.tidelake-deps-v4"
-# v4 = v3's dependencies + the client package (clients/python); a v3 environment only gets the latter.
-if [ ! -f "$STAMP" ] && [ -f "$VENV/.tidelake-deps-v3" ] &&
+STAMP="$VENV/.tidelake-deps-v5"
+# v5 = v4 + protobuf and grpcio-tools (below); v4 = v3's dependencies + the client package
+# (clients/python). A v3 or v4 environment only gets what it lacks.
+if [ ! -f "$STAMP" ] && { [ -f "$VENV/.tidelake-deps-v4" ] || [ -f "$VENV/.tidelake-deps-v3" ]; } &&
   "$VENV/bin/python" -c "import pypaimon, pyarrow, adbc_driver_flightsql.dbapi, pytest, deltalake, polars" 2>/dev/null; then
   DEPS_PRESENT=1
 else
@@ -29,9 +30,15 @@ if [ ! -f "$STAMP" ] && [ "$DEPS_PRESENT" = 0 ]; then
   "$VENV/bin/python" -c "import pypaimon, pyarrow, adbc_driver_flightsql.dbapi, pytest" >&2
 fi
 if [ ! -f "$STAMP" ]; then
-  # The Python client (`import tidelake`: changelog subscriptions), editable, offline: its only
-  # dependency (pyarrow) is installed above. Without setuptools >= 64 and wheel (a venv made offline),
-  # a .pth file puts the source directory on the path, which is what an editable install amounts to.
+  # protobuf: the client's runtime for its generated messages (clients/python/tidelake/tidelake_pb2.py,
+  # made by grpcio-tools 1.76.0, whose code needs a protobuf 6 runtime of at least 6.31.1; the same
+  # range as clients/python/pyproject.toml). grpcio-tools: scripts/gen-proto.sh and the stale check
+  # tests/python/test_generated_proto.py, pinned so that regenerating gives the same bytes.
+  "$VENV/bin/pip" install --quiet 'protobuf>=6.31.1,<7' 'grpcio-tools==1.76.0' >&2
+  # The Python client (`import tidelake`: changelog subscriptions), editable, offline: its
+  # dependencies (pyarrow, ADBC, protobuf) are installed above. Without setuptools >= 64 and wheel
+  # (a venv made offline), a .pth file puts the source directory on the path, which is what an
+  # editable install amounts to.
   if "$VENV/bin/python" -c "import sys, setuptools, wheel; sys.exit(int(setuptools.__version__.split('.')[0]) < 64)" 2>/dev/null; then
     "$VENV/bin/pip" install --quiet --no-deps --no-build-isolation --no-index -e clients/python >&2
   else

@@ -1,5 +1,5 @@
 //! Administrative Flight actions (`DoAction` type `tidelake.<name>`, request and result messages
-//! of `proto/tidelake.proto`, declared in `tidelake_client::admin`): compaction, snapshot expiry,
+//! of `proto/tidelake.proto`, generated in `tidelake_client::admin`): compaction, snapshot expiry,
 //! orphan-file removal, tags, rollback, ALTER TABLE and table info. Each calls the same table
 //! operations as the `CALL sys.*` procedures and the CLI.
 //!

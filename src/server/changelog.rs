@@ -25,7 +25,7 @@ use super::status::{invalid, to_status};
 use crate::catalog::{Catalog, Identifier};
 use crate::table::changelog::{self, ChangeEvent, StreamOptions, Subscription};
 
-// The messages of `proto/tidelake.proto`, declared once in the Rust client crate.
+// The messages of `proto/tidelake.proto`, generated once in the Rust client crate.
 pub use tidelake_client::{
     ChangelogProgress, ChangelogTicket, SchemaChangeMode, StartMode, TICKET_TYPE_URL,
 };

@@ -24,7 +24,7 @@ import pytest
 import tidelake
 from tidelake.admin import Admin, OperationInfo, OperationProgress
 from tidelake.errors import map_error
-from tidelake.protocol import _len_field
+from tidelake.flight_sql import _len_field
 
 from conftest import PASSWORD, USER, _binary
 
@@ -370,7 +370,7 @@ def test_cancel_errors(admin, uri):
 
 def test_decoding_without_a_server():
     from tidelake.admin import _compact_result, _progress, _unpack_any
-    from tidelake.protocol import _int_field
+    from tidelake.flight_sql import _int_field
 
     progress = (_len_field(1, "op-1") + _len_field(2, "compacting buckets") + _int_field(3, 2) + _int_field(4, 64)
                 + _int_field(5, 2) + _int_field(6, 1000))

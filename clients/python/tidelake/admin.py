@@ -1,6 +1,7 @@
-"""Administrative actions (``DoAction`` type ``tidelake.<name>``; messages in ``proto/tidelake.proto``):
-compaction, snapshot expiry, orphan-file removal, tags, rollback, ALTER TABLE and table info, and
-the progress and cancellation of the long ones.
+"""Administrative actions (``DoAction`` type ``tidelake.<name>``; messages in ``proto/tidelake.proto``,
+encoded by its generated code, :mod:`tidelake.tidelake_pb2`): compaction, snapshot expiry,
+orphan-file removal, tags, rollback, ALTER TABLE and table info, and the progress and cancellation
+of the long ones.
 
 ::
 
@@ -42,14 +43,12 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 import pyarrow.flight as flight
+from google.protobuf import any_pb2
+from google.protobuf.message import Message
 
+from . import tidelake_pb2 as pb
 from .errors import CancelledError, NotFoundError, map_error
-from .protocol import _int_field, _key, _len_field, _read_varint, _signed64, _varint, decode_fields
-
-#: ``google.protobuf.Any`` type URL prefix of tidelake's messages.
-TYPE_URL_PREFIX = "type.googleapis.com/tidelake."
-#: ``report_progress``: field 10 of the requests of the long actions.
-_REPORT_PROGRESS = 10
+from .protocol import TYPE_URL_PREFIX, parse
 
 
 @dataclass(frozen=True)
@@ -88,84 +87,50 @@ class OperationInfo:
 ProgressCallback = Callable[[OperationProgress], Optional[bool]]
 
 
-def _str(fields, n, default=""):
-    v = fields.get(n)
-    return v[-1].decode("utf-8") if v else default
-
-
-def _int(fields, n):
-    v = fields.get(n)
-    return _signed64(v[-1]) if v else 0
-
-
-def _opt_int(number: int, value: Optional[int]) -> bytes:
-    """An ``optional int64``: present (even when 0) whenever given."""
-    if value is None:
-        return b""
-    return _key(number, 0) + _varint(int(value))
-
-
-def _ints(values) -> List[int]:
-    """A repeated int64 field: proto3 packs it (one length-delimited run of varints)."""
-    out = []
-    for v in values:
-        if isinstance(v, int):
-            out.append(_signed64(v))
-            continue
-        i = 0
-        while i < len(v):
-            n, i = _read_varint(v, i)
-            out.append(_signed64(n))
-    return out
+# The request messages are those of tidelake_pb2 (generated from proto/tidelake.proto); results are
+# handed out as the dicts and dataclasses below, field for field.
 
 
 def _cleanup(body: bytes) -> dict:
-    f = decode_fields(body)
-    return {"snapshots": _ints(f.get(1, [])),
-            "files": [v.decode("utf-8") for v in f.get(2, [])]}
+    m = parse(pb.CleanupResult, body)
+    return {"snapshots": list(m.snapshots), "files": list(m.files)}
 
 
 def _tags(body: bytes) -> List[dict]:
-    out = []
-    for raw in decode_fields(body).get(1, []):
-        t = decode_fields(raw)
-        out.append({"name": _str(t, 1), "snapshot_id": _int(t, 2), "time_millis": _int(t, 3)})
-    return out
+    return [{"name": t.name, "snapshot_id": t.snapshot_id, "time_millis": t.time_millis}
+            for t in parse(pb.TagList, body).tags]
 
 
 def _table_info(body: bytes) -> dict:
-    f = decode_fields(body)
-    buckets = []
-    for raw in f.get(5, []):
-        b = decode_fields(raw)
-        buckets.append({"partition": _str(b, 1), "bucket": _int(b, 2), "files": _int(b, 3),
-                        "sorted_runs": _int(b, 4), "rows": _int(b, 5), "bytes": _int(b, 6)})
-    return {"table": _str(f, 1), "schema_json": _str(f, 2), "schema_id": _int(f, 3),
-            "latest_snapshot_id": _int(f, 4), "buckets": buckets, "total_rows": _int(f, 6),
-            "total_bytes": _int(f, 7)}
+    m = parse(pb.TableInfo, body)
+    buckets = [{"partition": b.partition, "bucket": b.bucket, "files": b.files, "sorted_runs": b.sorted_runs,
+                "rows": b.rows, "bytes": b.bytes} for b in m.buckets]
+    return {"table": m.table, "schema_json": m.schema_json, "schema_id": m.schema_id,
+            "latest_snapshot_id": m.latest_snapshot_id, "buckets": buckets, "total_rows": m.total_rows,
+            "total_bytes": m.total_bytes}
 
 
 def _compact_result(body: bytes) -> dict:
-    f = decode_fields(body)
-    return {"buckets_compacted": _int(f, 1), "files_before": _int(f, 2), "files_after": _int(f, 3),
-            "snapshot_id": _int(f, 4)}
+    m = parse(pb.CompactResult, body)
+    return {"buckets_compacted": m.buckets_compacted, "files_before": m.files_before,
+            "files_after": m.files_after, "snapshot_id": m.snapshot_id}
+
+
+def _progress_of(m: "pb.OperationProgress") -> OperationProgress:
+    return OperationProgress(operation_id=m.operation_id, phase=m.phase, done=m.done, total=m.total,
+                             files=m.files, bytes=m.bytes)
 
 
 def _progress(body: bytes) -> OperationProgress:
-    f = decode_fields(body)
-    return OperationProgress(operation_id=_str(f, 1), phase=_str(f, 2), done=_int(f, 3), total=_int(f, 4),
-                             files=_int(f, 5), bytes=_int(f, 6))
+    return _progress_of(parse(pb.OperationProgress, body))
 
 
 def _operations(body: bytes) -> List[OperationInfo]:
-    out = []
-    for raw in decode_fields(body).get(1, []):
-        o = decode_fields(raw)
-        p = o.get(6)
-        out.append(OperationInfo(operation_id=_str(o, 1), action=_str(o, 2), table=_str(o, 3), user=_str(o, 4),
-                                 started_millis=_int(o, 5), progress=_progress(p[-1]) if p else None,
-                                 cancelling=bool(_int(o, 7))))
-    return out
+    return [OperationInfo(operation_id=o.operation_id, action=o.action, table=o.table, user=o.user,
+                          started_millis=o.started_millis,
+                          progress=_progress_of(o.progress) if o.HasField("progress") else None,
+                          cancelling=o.cancelling)
+            for o in parse(pb.OperationList, body).operations]
 
 
 def _unpack_any(body: bytes) -> Optional[Tuple[str, bytes]]:
@@ -173,19 +138,12 @@ def _unpack_any(body: bytes) -> Optional[Tuple[str, bytes]]:
     (``type.googleapis.com/tidelake.<name>``); ``None`` when ``body`` is not one (a server that does
     not know ``report_progress`` answers with the plain result message)."""
     try:
-        f = decode_fields(body)
+        wrapper = parse(any_pb2.Any, body)
     except ValueError:
         return None
-    url, value = f.get(1, [None])[-1], f.get(2, [b""])[-1]
-    if not isinstance(url, bytes) or not isinstance(value, bytes):
+    if not wrapper.type_url.startswith(TYPE_URL_PREFIX):
         return None
-    try:
-        text = url.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if not text.startswith(TYPE_URL_PREFIX):
-        return None
-    return text[len(TYPE_URL_PREFIX):], value
+    return wrapper.type_url[len(TYPE_URL_PREFIX):], wrapper.value
 
 
 class Admin:
@@ -218,15 +176,16 @@ class Admin:
             raise RuntimeError(f"tidelake.{name}: expected one result, got {len(results)}")
         return results[0].body.to_pybytes()
 
-    def _long(self, name: str, body: bytes, progress: Optional[ProgressCallback], result_type: str) -> bytes:
-        """Runs long action ``name``; with a ``progress`` callable, asks for progress reports, hands
-        each to it and cancels the operation when it returns ``False`` or raises (see the module
-        doc). Returns the result message."""
+    def _long(self, name: str, request: Message, progress: Optional[ProgressCallback], result_type: str) -> bytes:
+        """Runs long action ``name`` with ``request`` (a message with ``report_progress``); with a
+        ``progress`` callable, asks for progress reports, hands each to it and cancels the operation
+        when it returns ``False`` or raises (see the module doc). Returns the result message."""
         if progress is None:
-            return self._call(name, body)
+            return self._call(name, request.SerializeToString())
         if not callable(progress):
             raise TypeError(f"progress must be a callable taking an OperationProgress, not {progress!r}")
-        action = flight.Action(f"tidelake.{name}", body + _int_field(_REPORT_PROGRESS, True))
+        request.report_progress = True
+        action = flight.Action(f"tidelake.{name}", request.SerializeToString())
         try:
             stream = self._client.do_action(action, self._options)
         except Exception as e:
@@ -291,7 +250,7 @@ class Admin:
         if not operation_id:
             return False
         try:
-            self._call("cancel", _len_field(1, operation_id))
+            self._call("cancel", pb.OperationRequest(operation_id=operation_id).SerializeToString())
         except NotFoundError:
             pass  # it has just finished; its call ends with the result
         except Exception:
@@ -304,19 +263,17 @@ class Admin:
         optionally only the ``partitions`` given as ``{key: value}``. ``progress``: see the module
         doc. Returns ``{'buckets_compacted', 'files_before', 'files_after', 'snapshot_id'}``
         (``snapshot_id`` 0 when nothing needed compaction)."""
-        body = _len_field(1, table) + _int_field(2, full)
-        for k, v in (partitions or {}).items():
-            body += _len_field(3, f"{k}={v}")
-        return _compact_result(self._long("compact", body, progress, "CompactResult"))
+        request = pb.CompactRequest(table=table, full=bool(full),
+                                    partitions=[f"{k}={v}" for k, v in (partitions or {}).items()])
+        return _compact_result(self._long("compact", request, progress, "CompactResult"))
 
     def expire_snapshots(self, table: str, *, retain_min: Optional[int] = None, retain_max: Optional[int] = None,
                          older_than: Optional[str] = None, progress: Optional[ProgressCallback] = None) -> dict:
         """Expires snapshots by the table's retention options, or these; returns ``{'snapshots':
         [expired ids], 'files': [deleted paths]}``. ``progress``: see the module doc."""
-        body = _len_field(1, table) + _opt_int(2, retain_min) + _opt_int(3, retain_max)
-        if older_than is not None:
-            body += _len_field(4, older_than)
-        return _cleanup(self._long("expire_snapshots", body, progress, "CleanupResult"))
+        request = pb.ExpireSnapshotsRequest(table=table, retain_min=retain_min, retain_max=retain_max,
+                                            older_than=older_than)
+        return _cleanup(self._long("expire_snapshots", request, progress, "CleanupResult"))
 
     def expire_changelogs(self, table: str, *, retain_max: Optional[int] = None, retain_min: Optional[int] = None,
                           older_than: Optional[str] = None, max_deletes: Optional[int] = None,
@@ -326,23 +283,22 @@ class Admin:
         changelogs for subscribers). Unset limits keep everything, as Paimon's procedure; counts are
         relative to the latest snapshot. ``delete_all`` removes them all. Returns ``{'snapshots':
         [changelog ids removed], 'files': [deleted paths]}``."""
-        body = _len_field(1, table) + _opt_int(2, retain_max) + _opt_int(3, retain_min)
-        if older_than is not None:
-            body += _len_field(4, older_than)
-        body += _opt_int(5, max_deletes) + _int_field(6, delete_all)
-        return _cleanup(self._long("expire_changelogs", body, progress, "CleanupResult"))
+        request = pb.ExpireChangelogsRequest(table=table, retain_max=retain_max, retain_min=retain_min,
+                                             older_than=older_than, max_deletes=max_deletes,
+                                             delete_all=bool(delete_all))
+        return _cleanup(self._long("expire_changelogs", request, progress, "CleanupResult"))
 
     def remove_orphan_files(self, table: str, *, older_than: Optional[str] = None, delete: bool = False,
                             progress: Optional[ProgressCallback] = None) -> dict:
         """Lists (``delete``: removes) the files older than ``older_than`` (default ``"1 d"``) that
         no snapshot or tag references; returns ``{'snapshots': [], 'files': [paths]}``.
         ``progress``: see the module doc."""
-        body = _len_field(1, table) + (_len_field(2, older_than) if older_than is not None else b"")
-        return _cleanup(self._long("remove_orphan_files", body + _int_field(3, delete), progress, "CleanupResult"))
+        request = pb.RemoveOrphanFilesRequest(table=table, older_than=older_than, delete=bool(delete))
+        return _cleanup(self._long("remove_orphan_files", request, progress, "CleanupResult"))
 
     def list_operations(self) -> List[OperationInfo]:
         """The long operations the server runs now (of every user), oldest first."""
-        return _operations(self._call("list_operations", b""))
+        return _operations(self._call("list_operations", pb.OperationRequest().SerializeToString()))
 
     def cancel(self, operation_id: str) -> OperationInfo:
         """Cancels a running operation (it stops at its next safe point and its caller gets
@@ -350,13 +306,14 @@ class Admin:
         operation has that id (any more: it may just have finished)."""
         if not isinstance(operation_id, str):
             raise TypeError(f"operation_id must be a string, not {operation_id!r}")
-        operations = _operations(self._call("cancel", _len_field(1, operation_id)))
+        request = pb.OperationRequest(operation_id=operation_id)
+        operations = _operations(self._call("cancel", request.SerializeToString()))
         if len(operations) != 1:
             raise RuntimeError(f"tidelake.cancel: expected one operation, got {len(operations)}")
         return operations[0]
 
     def _tag_request(self, table, tag="", snapshot_id=None) -> bytes:
-        return _len_field(1, table) + (_len_field(2, tag) if tag else b"") + _opt_int(3, snapshot_id)
+        return pb.TagRequest(table=table, tag=tag, snapshot_id=snapshot_id).SerializeToString()
 
     def create_tag(self, table: str, tag: str, snapshot_id: Optional[int] = None) -> List[dict]:
         return _tags(self._call("create_tag", self._tag_request(table, tag, snapshot_id)))
@@ -372,7 +329,8 @@ class Admin:
 
     def alter_table(self, table: str, changes: str) -> dict:
         """``changes`` is the SQL after ``ALTER TABLE <table>``; returns the table's new info."""
-        return _table_info(self._call("alter_table", _len_field(1, table) + _len_field(2, changes)))
+        request = pb.AlterTableRequest(table=table, changes=changes)
+        return _table_info(self._call("alter_table", request.SerializeToString()))
 
     def table_info(self, table: str) -> dict:
-        return _table_info(self._call("table_info", _len_field(1, table)))
+        return _table_info(self._call("table_info", pb.TableInfoRequest(table=table).SerializeToString()))

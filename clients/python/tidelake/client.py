@@ -44,7 +44,7 @@ import pyarrow.flight as flight
 from .errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, UnauthenticatedError, map_error
 from .flight_sql import INGEST_MODES, decode_update_result, encode_get_primary_keys, encode_statement_ingest
 from .frames import OUTPUTS, from_arrow, to_arrow
-from .protocol import _len_field
+from .tidelake_pb2 import TableInfoRequest
 from .subscription import ROW_KIND_COLUMN, Subscription, subscribe as _subscribe
 
 DEFAULT_LOCATION = "grpc://127.0.0.1:50051"
@@ -470,7 +470,7 @@ class Client:
         qualified = f"{database}.{name}" if database else name
 
         def run():
-            action = flight.Action("tidelake.table_info", _len_field(1, qualified))
+            action = flight.Action("tidelake.table_info", TableInfoRequest(table=qualified).SerializeToString())
             list(self._flight.do_action(action, self._options()))
             return True
 

@@ -21,13 +21,100 @@ CMD descriptor holding a ``google.protobuf.Any`` of ``arrow.flight.protocol.sql.
     }
 
 The server answers with one ``PutResult`` whose ``app_metadata`` is ``DoPutUpdateResult {
-int64 record_count = 1; }``. The wire helpers are those of :mod:`tidelake.protocol`.
-"""
-from typing import Dict, Mapping, Optional, Tuple
+int64 record_count = 1; }``.
 
-from .protocol import _as_bytes, _int_field, _len_field, _signed64, decode_fields
+These messages are arrow's (``FlightSql.proto``), not tidelake's: the ones of ``proto/tidelake.proto``
+have generated code (:mod:`tidelake.protocol`). This module holds the proto3 wire format by hand
+for them: varints (wire type 0) and length-delimited fields (wire type 2), defaults omitted,
+unknown fields skipped.
+"""
+from typing import Dict, Mapping, Optional, Tuple, Union
+
+from .protocol import _as_bytes
 
 SQL_TYPE_URL_PREFIX = "type.googleapis.com/arrow.flight.protocol.sql."
+
+_U64 = (1 << 64) - 1
+
+
+# ---------------------------------------------------------------- wire format
+
+
+def _varint(n: int) -> bytes:
+    n &= _U64  # int64 is sent as its two's complement (10 bytes when negative)
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | 0x80 if n else b)
+        if not n:
+            return bytes(out)
+
+
+def _key(number: int, wire_type: int) -> bytes:
+    return _varint(number << 3 | wire_type)
+
+
+def _len_field(number: int, data: Union[bytes, str]) -> bytes:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return _key(number, 2) + _varint(len(data)) + data
+
+
+def _int_field(number: int, value: Optional[int]) -> bytes:
+    """An int64/enum/bool field; proto3 leaves zero (the default) out."""
+    if not value:
+        return b""
+    return _key(number, 0) + _varint(int(value))
+
+
+def _read_varint(buf: bytes, i: int):
+    n = shift = 0
+    while True:
+        if i >= len(buf):
+            raise ValueError("truncated varint")
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, i
+        if shift >= 70:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _signed64(n: int) -> int:
+    n &= _U64
+    return n - (1 << 64) if n >= 1 << 63 else n
+
+
+def decode_fields(buf: bytes) -> dict:
+    """``{field number: [values]}`` of one message: varints as ints, length-delimited as bytes."""
+    out, i = {}, 0
+    buf = bytes(buf)
+    while i < len(buf):
+        key, i = _read_varint(buf, i)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            v, i = _read_varint(buf, i)
+        elif wire_type == 2:
+            n, i = _read_varint(buf, i)
+            if i + n > len(buf):
+                raise ValueError("truncated length-delimited field")
+            v, i = buf[i:i + n], i + n
+        elif wire_type == 1:
+            v, i = buf[i:i + 8], i + 8
+        elif wire_type == 5:
+            v, i = buf[i:i + 4], i + 4
+        else:
+            raise ValueError(f"unsupported wire type {wire_type}")
+        if number == 0:
+            raise ValueError("field number 0")
+        out.setdefault(number, []).append(v)
+    return out
+
+
+# ---------------------------------------------------------------- messages
+
 
 # Ingest mode -> (if_not_exist, if_exists), as ADBC maps its own modes.
 _CREATE, _FAIL_MISSING = 1, 2
@@ -81,10 +168,20 @@ def decode_statement_ingest(data) -> dict:
             "mode": modes.get(pair, str(pair)), "options": options}
 
 
+def encode_statement_query(sql: str) -> bytes:
+    """``Any(CommandStatementQuery { string query = 1; })``: a query's GetFlightInfo command."""
+    return _any("CommandStatementQuery", _len_field(1, sql))
+
+
 def encode_get_primary_keys(table: str, *, database: Optional[str] = None) -> bytes:
     """``Any(CommandGetPrimaryKeys { optional catalog = 1; optional db_schema = 2; table = 3 })``."""
     body = (_len_field(2, database) if database else b"") + _len_field(3, table)
     return _any("CommandGetPrimaryKeys", body)
+
+
+def encode_update_result(record_count: int) -> bytes:
+    """``DoPutUpdateResult { int64 record_count = 1; }`` (what a Flight SQL server answers a DoPut with)."""
+    return _int_field(1, record_count)
 
 
 def decode_update_result(data) -> int:

@@ -1,114 +1,43 @@
-"""tidelake's own Flight messages (``proto/tidelake.proto``), encoded by hand.
+"""tidelake's own Flight messages (``proto/tidelake.proto``) for changelog subscriptions.
 
 The changelog subscription is a plain Flight ``DoGet`` whose ticket is a ``google.protobuf.Any``
 (``type_url = "type.googleapis.com/tidelake.ChangelogTicket"``) wrapping a ``ChangelogTicket``, and
-every ``FlightData`` of the stream carries a ``ChangelogProgress`` as ``app_metadata``. The messages
-are small and flat, so this module writes and reads the proto3 wire format directly instead of
-depending on the ``protobuf`` package: varints (wire type 0) and length-delimited fields (wire type 2),
-defaults omitted, unknown fields skipped.
+every ``FlightData`` of the stream carries a ``ChangelogProgress`` as ``app_metadata``. This module
+gives both as small dataclasses with Paimon's mode names, encoded and decoded by the code that
+``bash scripts/gen-proto.sh`` generates from the .proto (:mod:`tidelake.tidelake_pb2`, committed);
+:func:`parse` is the one place that turns malformed bytes into ``ValueError``.
 """
 from dataclasses import dataclass, field
-from typing import Iterable, List, Optional, Union
+from typing import Iterable, List, Optional, Type, TypeVar, Union
 
-TICKET_TYPE_URL = "type.googleapis.com/tidelake.ChangelogTicket"
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError, Message
+
+from . import tidelake_pb2 as pb
+
+#: ``google.protobuf.Any`` type URL prefix of tidelake's messages.
+TYPE_URL_PREFIX = "type.googleapis.com/" + pb.DESCRIPTOR.package + "."
+TICKET_TYPE_URL = TYPE_URL_PREFIX + pb.ChangelogTicket.DESCRIPTOR.name
+
+
+def _mode_name(enum_name: str) -> str:
+    """``FROM_SNAPSHOT`` -> ``from-snapshot`` (``START_DEFAULT`` -> ``default``)."""
+    return "default" if enum_name == "START_DEFAULT" else enum_name.lower().replace("_", "-")
+
 
 # StartMode: the text a caller writes -> the enum number on the wire. Paimon's `scan.mode` names.
-START_MODES = {
-    "default": 0,
-    "latest": 1,
-    "latest-full": 2,
-    "from-snapshot": 3,
-    "from-snapshot-full": 4,
-    "from-timestamp": 5,
-    "compacted-full": 6,
-}
+START_MODES = {_mode_name(name): number for name, number in pb.StartMode.items()}
 START_MODE_NAMES = {v: k for k, v in START_MODES.items()}
 
 # SchemaChangeMode: how the server announces an ALTER TABLE on a live stream. pyarrow's
 # FlightStreamReader cannot take a second schema message (it blocks on one), so this client asks
 # for "end-stream" and resubscribes; "schema-message" is for readers that take it (arrow-rs, Java).
-SCHEMA_CHANGE_MODES = {"schema-message": 0, "end-stream": 1}
+SCHEMA_CHANGE_MODES = {_mode_name(name): number for name, number in pb.SchemaChangeMode.items()}
 
 # Start modes whose first snapshot is sent whole, as +I rows.
 FULL_START_MODES = frozenset({"latest-full", "from-snapshot-full", "compacted-full"})
 
-_U64 = (1 << 64) - 1
-
-
-# ---------------------------------------------------------------- wire format
-
-
-def _varint(n: int) -> bytes:
-    n &= _U64  # int64 is sent as its two's complement (10 bytes when negative)
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | 0x80 if n else b)
-        if not n:
-            return bytes(out)
-
-
-def _key(number: int, wire_type: int) -> bytes:
-    return _varint(number << 3 | wire_type)
-
-
-def _len_field(number: int, data: Union[bytes, str]) -> bytes:
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    return _key(number, 2) + _varint(len(data)) + data
-
-
-def _int_field(number: int, value: Optional[int]) -> bytes:
-    """An int64/enum/bool field; proto3 leaves zero (the default) out."""
-    if not value:
-        return b""
-    return _key(number, 0) + _varint(int(value))
-
-
-def _read_varint(buf: bytes, i: int):
-    n = shift = 0
-    while True:
-        if i >= len(buf):
-            raise ValueError("truncated varint")
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return n, i
-        if shift >= 70:
-            raise ValueError("varint longer than 10 bytes")
-
-
-def _signed64(n: int) -> int:
-    n &= _U64
-    return n - (1 << 64) if n >= 1 << 63 else n
-
-
-def decode_fields(buf: bytes) -> dict:
-    """``{field number: [values]}`` of one message: varints as ints, length-delimited as bytes."""
-    out, i = {}, 0
-    buf = bytes(buf)
-    while i < len(buf):
-        key, i = _read_varint(buf, i)
-        number, wire_type = key >> 3, key & 7
-        if wire_type == 0:
-            v, i = _read_varint(buf, i)
-        elif wire_type == 2:
-            n, i = _read_varint(buf, i)
-            if i + n > len(buf):
-                raise ValueError("truncated length-delimited field")
-            v, i = buf[i:i + n], i + n
-        elif wire_type == 1:
-            v, i = buf[i:i + 8], i + 8
-        elif wire_type == 5:
-            v, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError(f"unsupported wire type {wire_type}")
-        if number == 0:
-            raise ValueError("field number 0")
-        out.setdefault(number, []).append(v)
-    return out
+M = TypeVar("M", bound=Message)
 
 
 def _as_bytes(data) -> bytes:
@@ -117,6 +46,17 @@ def _as_bytes(data) -> bytes:
     if hasattr(data, "to_pybytes"):  # pyarrow.Buffer
         return data.to_pybytes()
     return bytes(data)
+
+
+def parse(message_type: Type[M], data) -> M:
+    """``data`` (``bytes``, a ``pyarrow.Buffer`` or ``None``; empty = all defaults) decoded as
+    ``message_type``; ``ValueError`` when it is malformed."""
+    message = message_type()
+    try:
+        message.ParseFromString(_as_bytes(data))
+    except DecodeError as e:
+        raise ValueError(f"malformed {message_type.DESCRIPTOR.full_name}: {e}") from None
+    return message
 
 
 # ---------------------------------------------------------------- messages
@@ -138,16 +78,15 @@ class ChangelogProgress:
     schema_changed: bool = False
 
     def encode(self) -> bytes:
-        return (_int_field(1, self.snapshot_id) + _int_field(2, self.complete) + _int_field(3, self.heartbeat)
-                + _int_field(4, self.schema_changed))
+        return pb.ChangelogProgress(snapshot_id=self.snapshot_id, complete=self.complete, heartbeat=self.heartbeat,
+                                    schema_changed=self.schema_changed).SerializeToString()
 
 
 def decode_progress(data) -> ChangelogProgress:
     """Decodes ``ChangelogProgress`` bytes (``bytes`` or a ``pyarrow.Buffer``; empty = all defaults)."""
-    f = decode_fields(_as_bytes(data))
-    last = lambda n: f[n][-1] if n in f else 0  # proto3: the last occurrence wins
-    return ChangelogProgress(snapshot_id=_signed64(last(1)), complete=bool(last(2)), heartbeat=bool(last(3)),
-                             schema_changed=bool(last(4)))
+    m = parse(pb.ChangelogProgress, data)
+    return ChangelogProgress(snapshot_id=m.snapshot_id, complete=m.complete, heartbeat=m.heartbeat,
+                             schema_changed=m.schema_changed)
 
 
 @dataclass(frozen=True)
@@ -168,23 +107,17 @@ class ChangelogTicket:
 
     def encode(self) -> bytes:
         """The ``ChangelogTicket`` message itself (not wrapped in ``Any``)."""
-        start = start_mode_number(self.start)
-        out = _len_field(1, self.table) if self.table else b""
-        out += _int_field(2, start) + _int_field(3, self.snapshot_id) + _int_field(4, self.timestamp_millis)
-        if self.consumer_id:
-            out += _len_field(5, self.consumer_id)
-        out += _int_field(6, self.end_snapshot_id) + _int_field(7, self.end_timestamp_millis)
-        for c in self.columns:
-            out += _len_field(8, c)
-        if self.filter:
-            out += _len_field(9, self.filter)
-        out += _int_field(10, self.heartbeat_millis)
-        out += _int_field(11, schema_change_mode_number(self.schema_change))
-        return out
+        return pb.ChangelogTicket(
+            table=self.table, start=start_mode_number(self.start), snapshot_id=self.snapshot_id,
+            timestamp_millis=self.timestamp_millis, consumer_id=self.consumer_id,
+            end_snapshot_id=self.end_snapshot_id, end_timestamp_millis=self.end_timestamp_millis,
+            columns=list(self.columns), filter=self.filter, heartbeat_millis=self.heartbeat_millis,
+            schema_change=schema_change_mode_number(self.schema_change),
+        ).SerializeToString()
 
     def to_ticket_bytes(self) -> bytes:
         """The ``DoGet`` ticket: this message in a ``google.protobuf.Any``."""
-        return _len_field(1, TICKET_TYPE_URL) + _len_field(2, self.encode())
+        return any_pb2.Any(type_url=TICKET_TYPE_URL, value=self.encode()).SerializeToString()
 
 
 def schema_change_mode_number(mode: Union[str, int]) -> int:
@@ -242,16 +175,14 @@ def encode_ticket(table: str, start: Union[str, int] = "default", *, snapshot_id
 
 def decode_ticket(data) -> ChangelogTicket:
     """The inverse of :func:`encode_ticket` (raises ``ValueError`` on another ``Any`` type)."""
-    wrapper = decode_fields(_as_bytes(data))
-    url = wrapper.get(1, [b""])[-1].decode("utf-8")
-    if url != TICKET_TYPE_URL:
-        raise ValueError(f"not a ChangelogTicket: type_url {url!r}")
-    f = decode_fields(wrapper.get(2, [b""])[-1])
-    text = lambda n: f[n][-1].decode("utf-8") if n in f else ""
-    num = lambda n: _signed64(f[n][-1]) if n in f else 0
+    wrapper = parse(any_pb2.Any, data)
+    if wrapper.type_url != TICKET_TYPE_URL:
+        raise ValueError(f"not a ChangelogTicket: type_url {wrapper.type_url!r}")
+    t = parse(pb.ChangelogTicket, wrapper.value)
     return ChangelogTicket(
-        table=text(1), start=START_MODE_NAMES.get(num(2), str(num(2))), snapshot_id=num(3),
-        timestamp_millis=num(4), consumer_id=text(5), end_snapshot_id=num(6), end_timestamp_millis=num(7),
-        columns=[c.decode("utf-8") for c in f.get(8, [])], filter=text(9), heartbeat_millis=num(10),
-        schema_change={v: k for k, v in SCHEMA_CHANGE_MODES.items()}.get(num(11), str(num(11))),
+        table=t.table, start=START_MODE_NAMES.get(t.start, str(t.start)), snapshot_id=t.snapshot_id,
+        timestamp_millis=t.timestamp_millis, consumer_id=t.consumer_id, end_snapshot_id=t.end_snapshot_id,
+        end_timestamp_millis=t.end_timestamp_millis, columns=list(t.columns), filter=t.filter,
+        heartbeat_millis=t.heartbeat_millis,
+        schema_change={v: k for k, v in SCHEMA_CHANGE_MODES.items()}.get(t.schema_change, str(t.schema_change)),
     )
