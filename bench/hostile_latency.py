@@ -27,14 +27,16 @@ HEAVY = ("SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1,
 
 def start(binary, warehouse, timeout_s):
     cfg = pathlib.Path(warehouse) / "tidelake.toml"
+    pw = subprocess.run([binary, "hash-password"], input="pw\n", capture_output=True, text=True,
+                        check=True).stdout.strip()
     cfg.write_text(f"""
 [[users]]
 name = "heavy"
-password = "pw"
+password_hash = "{pw}"
 role = "reader"
 [[users]]
 name = "light"
-password = "pw"
+password_hash = "{pw}"
 role = "reader"
 [query]
 timeout_seconds = {timeout_s}

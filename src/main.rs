@@ -69,10 +69,17 @@ enum Command {
         /// Address to listen on (default 127.0.0.1:50051; port 0 picks a free port).
         #[arg(long)]
         listen: Option<String>,
-        /// TOML config: warehouse, listen, [[users]] name/password, [query] memory_limit_mb and
-        /// timeout_seconds.
+        /// TOML config: warehouse, listen, [[users]] name/password_hash/role, [query]
+        /// memory_limit_mb and timeout_seconds (see README).
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// Print an argon2id hash of a password for `password_hash` in the config's [[users]]. The
+    /// password is read from standard input (one line), or from the environment variable given.
+    HashPassword {
+        /// Read the password from this environment variable instead of standard input.
+        #[arg(long)]
+        password_env: Option<String>,
     },
     /// Run one SQL statement on the warehouse, without a server.
     Sql {
@@ -356,6 +363,23 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             };
             let options = tidelake::server::ServeOptions::resolve(config, given_warehouse, listen)?;
             tidelake::server::serve(options).await?;
+        }
+        Command::HashPassword { password_env } => {
+            let password = match password_env {
+                Some(name) => std::env::var(&name)
+                    .map_err(|_| format!("environment variable {name} is not set"))?,
+                None => {
+                    let mut line = String::new();
+                    std::io::stdin()
+                        .read_line(&mut line)
+                        .map_err(|e| format!("reading the password from standard input: {e}"))?;
+                    line.trim_end_matches(['\r', '\n']).to_string()
+                }
+            };
+            if password.is_empty() {
+                return Err("the password is empty".into());
+            }
+            println!("{}", tidelake::server::password::hash_password(&password)?);
         }
         Command::Sql {
             sql,

@@ -1,5 +1,6 @@
-//! Authentication until the auth issue lands: users from the config (or one from the
-//! environment), a Basic handshake that mints a random bearer token, and per-token sessions
+//! Authentication until the auth issue lands: users from the config (argon2 hashes, see
+//! [`super::password`]) or one from the environment, a Basic handshake that mints a random bearer
+//! token, and per-token sessions
 //! (current database). Tokens are random 256-bit values kept in memory; they expire after
 //! [`TOKEN_IDLE`] without use and on restart.
 
@@ -14,6 +15,7 @@ use base64::Engine;
 use tonic::metadata::MetadataMap;
 use tonic::Status;
 
+use super::password::Credential;
 use crate::sql::{Role, SqlSession};
 
 /// How long an unused token stays valid.
@@ -42,7 +44,7 @@ struct Entry {
 /// Users, tokens and sessions.
 #[derive(Debug)]
 pub struct Authenticator {
-    users: HashMap<String, String>,
+    users: HashMap<String, Credential>,
     /// Users not named here are admins.
     roles: HashMap<String, Role>,
     tokens: Mutex<HashMap<String, Entry>>,
@@ -50,7 +52,7 @@ pub struct Authenticator {
 }
 
 impl Authenticator {
-    pub fn new(users: HashMap<String, String>, default_database: String) -> Self {
+    pub fn new(users: HashMap<String, Credential>, default_database: String) -> Self {
         Self {
             users,
             roles: HashMap::new(),
@@ -67,19 +69,8 @@ impl Authenticator {
 
     fn check_password(&self, user: &str, password: &str) -> bool {
         match self.users.get(user) {
-            // Compared in full whatever the first difference (no early exit on length).
-            Some(expected) => {
-                let a = expected.as_bytes();
-                let b = password.as_bytes();
-                let mut diff = a.len() ^ b.len();
-                for i in 0..a.len().max(b.len()) {
-                    diff |= usize::from(
-                        a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(1),
-                    );
-                }
-                diff == 0
-            }
-            None => false,
+            Some(c) => c.verify(password),
+            None => super::password::verify_unknown(password),
         }
     }
 
@@ -211,12 +202,15 @@ mod tests {
 
     #[test]
     fn basic_padded_and_unpadded() {
-        let users = HashMap::from([("alice".to_string(), "s3cret".to_string())]);
+        let users = HashMap::from([(
+            "alice".to_string(),
+            Credential::Hash(super::super::password::hash_password("s3cret").unwrap()),
+        )]);
         let a = Authenticator::new(users, "default".into());
         // "alice:s3cret" is 12 bytes: no padding either way; "alice:s3cre" needs one '='.
         let padded = base64::engine::general_purpose::STANDARD.encode("alice:s3cret");
         assert!(a.login_basic(&format!("Basic {padded}")).is_ok());
-        let users = HashMap::from([("bob".to_string(), "pw1".to_string())]);
+        let users = HashMap::from([("bob".to_string(), Credential::Plain("pw1".into()))]);
         let b = Authenticator::new(users, "default".into());
         let padded = base64::engine::general_purpose::STANDARD.encode("bob:pw1");
         assert!(padded.ends_with('='));

@@ -11,6 +11,7 @@ pub mod changelog;
 pub mod flight_sql;
 pub mod ipc;
 pub mod metadata;
+pub mod password;
 pub mod service;
 pub mod session;
 pub mod status;
@@ -51,7 +52,10 @@ pub struct ServerConfig {
 #[serde(deny_unknown_fields)]
 pub struct UserConfig {
     pub name: String,
-    pub password: String,
+    /// An argon2 PHC string (`tidelake hash-password` prints one).
+    pub password_hash: Option<String>,
+    /// Refused with a message that says what to write instead (plaintext is never kept).
+    pub password: Option<String>,
     /// `reader`, `writer` or `admin` (the default).
     #[serde(default)]
     pub role: Role,
@@ -87,7 +91,7 @@ impl ServerConfig {
 pub struct ServeOptions {
     pub warehouse: String,
     pub listen: String,
-    pub users: HashMap<String, String>,
+    pub users: HashMap<String, password::Credential>,
     /// Roles by user name; a user not named here is an admin.
     pub roles: HashMap<String, Role>,
     pub limits: SqlLimits,
@@ -102,13 +106,27 @@ impl ServeOptions {
         warehouse: Option<String>,
         listen: Option<String>,
     ) -> Result<Self> {
-        let mut users: HashMap<String, String> = HashMap::new();
+        let mut users: HashMap<String, password::Credential> = HashMap::new();
         let mut roles = HashMap::new();
         for u in &config.users {
             if u.name.is_empty() || u.name.contains(':') {
                 return invalid!("config: invalid user name '{}'", u.name);
             }
-            users.insert(u.name.clone(), u.password.clone());
+            let credential = match (&u.password_hash, &u.password) {
+                (_, Some(_)) => {
+                    return invalid!(
+                        "config: user '{}': a plaintext `password` is not accepted; set password_hash to what `tidelake hash-password` prints",
+                        u.name
+                    )
+                }
+                (Some(phc), None) => password::Credential::hash(&u.name, phc)?,
+                (None, None) => {
+                    return invalid!("config: user '{}' has no password_hash", u.name)
+                }
+            };
+            if users.insert(u.name.clone(), credential).is_some() {
+                return invalid!("config: user '{}' is listed twice", u.name);
+            }
             roles.insert(u.name.clone(), u.role);
         }
         if users.is_empty() {
@@ -127,7 +145,7 @@ impl ServeOptions {
                     p
                 }
             };
-            users.insert(user, password);
+            users.insert(user, password::Credential::Plain(password));
         }
         let limits = SqlLimits {
             memory_limit_bytes: config.query.memory_limit_mb.map(|m| m * 1024 * 1024),

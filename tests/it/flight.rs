@@ -39,11 +39,13 @@ impl Server {
         let options = tidelake::server::ServeOptions {
             warehouse: scratch.path().to_string(),
             listen: addr.to_string(),
-            users: HashMap::from([
-                ("jdbc".to_string(), "pw".to_string()),
-                ("ro".to_string(), "pw".to_string()),
-                ("rw".to_string(), "pw".to_string()),
-            ]),
+            users: ["jdbc", "ro", "rw"]
+                .into_iter()
+                .map(|u| {
+                    let pw = tidelake::server::password::Credential::Plain("pw".into());
+                    (u.to_string(), pw)
+                })
+                .collect(),
             roles: HashMap::from([
                 ("ro".to_string(), tidelake::sql::Role::Reader),
                 ("rw".to_string(), tidelake::sql::Role::Writer),

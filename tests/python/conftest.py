@@ -110,6 +110,19 @@ class ServerStartError(Exception):
     pass
 
 
+_HASHES = {}
+
+
+def hash_password(password):
+    """An argon2 hash of ``password`` for a config's ``password_hash``, made by ``tidelake hash-password``
+    (cached per password for the session)."""
+    if password not in _HASHES:
+        out = subprocess.run([str(_binary()), "hash-password"], input=password + "\n", capture_output=True,
+                             text=True, timeout=60, check=True)
+        _HASHES[password] = out.stdout.strip()
+    return _HASHES[password]
+
+
 def start_server(warehouse, port=0, label="server", config=None, env_extra=None):
     """Starts `tidelake serve` on `warehouse` (127.0.0.1:`port`, 0 = any free port) as user alice and waits
     for its listening line. Raises ServerStartError (with the server's stderr) when it does not announce.

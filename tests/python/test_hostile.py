@@ -19,15 +19,15 @@ from tidelake.protocol import encode_ticket
 CONFIG = """
 [[users]]
 name = "admin"
-password = "pw"
+password_hash = "{pw}"
 role = "admin"
 [[users]]
 name = "mallory"
-password = "pw"
+password_hash = "{pw}"
 role = "reader"
 [[users]]
 name = "bob"
-password = "pw"
+password_hash = "{pw}"
 role = "reader"
 [query]
 timeout_seconds = 3
@@ -38,11 +38,11 @@ memory_limit_mb = 256
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """(server, admin client, table name): one server for the module, with a small table."""
-    from conftest import start_server
+    from conftest import hash_password, start_server
 
     tmp = tmp_path_factory.mktemp("hostile")
     cfg = tmp / "tidelake.toml"
-    cfg.write_text(CONFIG)
+    cfg.write_text(CONFIG.replace("{pw}", hash_password("pw")))
     srv = start_server(tmp / "warehouse", config=cfg, label="hostile server")
     admin = tidelake.Client(srv.uri, user="admin", password="pw")
     admin.execute("CREATE TABLE default.t (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1')")
@@ -225,3 +225,29 @@ def test_heavy_queries_end_at_their_timeout_and_do_not_starve_others(shared):
     assert all(o[1] < 3 + 5 for o in outcomes), outcomes
     assert latencies and latencies[len(latencies) // 2] < 2.0
     assert srv.alive()
+
+
+def test_config_users_need_argon2_hashes_not_passwords(tmp_path):
+    """A plaintext `password` in [[users]] stops the server at start, naming the user and what to write
+    instead; a `password_hash` that is no argon2 PHC string does too."""
+    from conftest import ServerStartError, start_server
+
+    for user_lines, expected in [
+        ('password = "pw"', "user 'carol': a plaintext `password` is not accepted"),
+        ('password_hash = "pw"', "user 'carol': password_hash is not a PHC string"),
+    ]:
+        cfg = tmp_path / "tidelake.toml"
+        cfg.write_text(f'[[users]]\nname = "carol"\n{user_lines}\n')
+        with pytest.raises(ServerStartError) as e:
+            start_server(tmp_path / "warehouse", config=cfg, label="misconfigured server")
+        assert expected in str(e.value), str(e.value)[-2000:]
+        assert "tidelake hash-password" in str(e.value)
+        assert not (tmp_path / "warehouse").exists() or not any((tmp_path / "warehouse").rglob("snapshot-*"))
+
+
+def test_a_wrong_password_for_a_hashed_user_is_unauthenticated(shared):
+    srv, _ = shared
+    with pytest.raises(errors.UnauthenticatedError):
+        tidelake.Client(srv.uri, user="bob", password="pw ").execute("SELECT 1")
+    with pytest.raises(errors.UnauthenticatedError):
+        tidelake.Client(srv.uri, user="nobody", password="pw").execute("SELECT 1")
