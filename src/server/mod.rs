@@ -216,10 +216,12 @@ pub async fn run(
     );
     let flight_sql = flight_sql::TidelakeFlightSql::new(engine, auth);
     let work = crate::runtime::WorkPool::new(options.work);
-    let service = FlightServiceServer::new(service::TidelakeService::new(flight_sql, work))
-        .max_decoding_message_size(MAX_MESSAGE_SIZE)
-        .max_encoding_message_size(MAX_MESSAGE_SIZE);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let service = FlightServiceServer::new(
+        service::TidelakeService::new(flight_sql, work).with_shutdown(stop_rx.clone()),
+    )
+    .max_decoding_message_size(MAX_MESSAGE_SIZE)
+    .max_encoding_message_size(MAX_MESSAGE_SIZE);
     let mut wait_stop = stop_rx.clone();
     let server = tonic::transport::Server::builder()
         .tcp_nodelay(true)

@@ -56,6 +56,9 @@ pub struct TidelakeService {
     /// Long admin operations running now.
     operations: Arc<super::admin::Operations>,
     work: WorkPool,
+    /// Turns true when the server starts shutting down (streams that never end by themselves,
+    /// subscriptions, end then).
+    shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 fn panic_status(p: Panicked) -> Status {
@@ -72,7 +75,14 @@ impl TidelakeService {
             auth,
             operations: Arc::default(),
             work,
+            shutdown: tokio::sync::watch::channel(false).1,
         }
+    }
+
+    /// Ends open subscriptions when `shutdown` turns true (see [`until_shutdown`]).
+    pub fn with_shutdown(mut self, shutdown: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.shutdown = shutdown;
+        self
     }
 
     /// When a statement started now must end (no limit without a configured timeout).
@@ -168,6 +178,40 @@ impl TidelakeService {
 }
 
 /// Adds `authorization: Bearer <token>` to a response.
+/// `stream`, ended with Unavailable once `shutdown` turns true (or its sender is gone): a
+/// subscription never ends by itself, and a client retries Unavailable (against this server once
+/// it is back, or another one), resuming from its last progress.
+fn until_shutdown<T: Send + 'static>(
+    stream: BoxStream<T>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> BoxStream<T> {
+    use futures::StreamExt;
+    let unavailable = || {
+        super::status::status(
+            ErrorKind::Unavailable,
+            "the server is shutting down; subscribe again to resume from the last progress",
+        )
+    };
+    Box::pin(futures::stream::unfold(
+        (stream, shutdown, false),
+        move |(mut stream, mut shutdown, ended)| async move {
+            if ended {
+                return None;
+            }
+            // Some(item) from the stream, or None once shutting down.
+            let next = tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|stopping| *stopping) => None,
+                item = stream.next() => Some(item),
+            };
+            match next {
+                None => Some((Err(unavailable()), (stream, shutdown, true))),
+                Some(item) => item.map(|item| (item, (stream, shutdown, false))),
+            }
+        },
+    ))
+}
+
 fn with_token<T>(mut resp: Response<T>, token: Option<String>) -> Response<T> {
     if let Some(t) = token {
         if let Ok(v) = MetadataValue::try_from(format!("Bearer {t}")) {
@@ -333,6 +377,7 @@ impl FlightService for TidelakeService {
                     Ok(Response::new(stream))
                 })
                 .await?;
+            let resp = resp.map(|stream| until_shutdown(stream, self.shutdown.clone()));
             return Ok(with_token(resp, token));
         }
         let deadline = self.statement_deadline();
