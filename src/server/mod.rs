@@ -76,14 +76,31 @@ pub struct QueryConfig {
 }
 
 impl ServerConfig {
+    /// Parses the config file at `path`; relative paths in it are relative to the file's
+    /// directory (not to the directory the server was started in).
     pub fn parse(text: &str, path: &str) -> Result<Self> {
-        toml::from_str(text).map_err(|e| {
+        let mut config: Self = toml::from_str(text).map_err(|e| {
             crate::error::InvalidArgumentSnafu {
                 message: format!("config {path}: {e}"),
             }
             .build()
-        })
+        })?;
+        let base = std::path::Path::new(path)
+            .parent()
+            .unwrap_or(std::path::Path::new(""));
+        config.warehouse = config.warehouse.map(|w| relative_to(base, &w));
+        Ok(config)
     }
+}
+
+/// `value` (a path, or a URL such as `file:///…` or `s3://…`, left as it is) joined to `base`
+/// when it is a relative path.
+fn relative_to(base: &std::path::Path, value: &str) -> String {
+    let path = std::path::Path::new(value);
+    if value.contains("://") || path.is_absolute() || base.as_os_str().is_empty() {
+        return value.to_string();
+    }
+    base.join(path).to_string_lossy().into_owned()
 }
 
 /// Everything `serve` needs, resolved.
@@ -319,6 +336,23 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_paths_are_relative_to_the_config_file() {
+        let c = ServerConfig::parse("warehouse = \"wh\"", "/etc/tidelake/tidelake.toml").unwrap();
+        assert_eq!(c.warehouse.as_deref(), Some("/etc/tidelake/wh"));
+        let c = ServerConfig::parse("warehouse = \"/data/wh\"", "/etc/tidelake/t.toml").unwrap();
+        assert_eq!(c.warehouse.as_deref(), Some("/data/wh"));
+        let c = ServerConfig::parse("warehouse = \"memory://\"", "conf/t.toml").unwrap();
+        assert_eq!(c.warehouse.as_deref(), Some("memory://"));
+        // A config in the current directory: the path stays as written.
+        let c = ServerConfig::parse("warehouse = \"wh\"", "t.toml").unwrap();
+        assert_eq!(c.warehouse.as_deref(), Some("wh"));
+        let e = ServerConfig::parse("warehous = 1", "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("config t.toml:"), "{e}");
+    }
 
     #[tokio::test]
     async fn every_accepted_connection_has_tcp_nodelay() {
