@@ -262,6 +262,11 @@ pub fn parse_duration_millis(v: &str) -> Option<i64> {
     n.checked_mul(mult)
 }
 
+/// A retention duration (table option or expiry argument): a Paimon duration, not negative.
+pub fn retention_millis(text: &str) -> Option<i64> {
+    parse_duration_millis(text).filter(|ms| *ms >= 0)
+}
+
 /// Paimon's rule for every retention pair (table options and expiry arguments alike): the
 /// maximum kept must not be below the minimum kept. `(name, value)` of each, as the error names
 /// them.
@@ -314,9 +319,9 @@ impl Reader<'_> {
     fn duration(&self, key: &str) -> Result<Option<i64>, String> {
         match self.raw(key) {
             None => Ok(None),
-            Some(v) => match parse_duration_millis(v) {
-                Some(ms) if ms >= 0 => Ok(Some(ms)),
-                _ => Err(Self::bad(key, v, "a duration such as '1 h' or '30 min'")),
+            Some(v) => match retention_millis(v) {
+                Some(ms) => Ok(Some(ms)),
+                None => Err(Self::bad(key, v, "a duration such as '1 h' or '30 min'")),
             },
         }
     }

@@ -43,8 +43,6 @@ pub enum RollbackTarget {
     Tag(String),
 }
 
-pub use crate::spec::options::parse_duration_millis;
-
 /// `Ok(None)` for a file that is not there (a cleanup a killed run already did).
 fn present<T>(r: Result<T>) -> Result<Option<T>> {
     match r {

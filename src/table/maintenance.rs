@@ -14,7 +14,7 @@
 
 use super::changelog_lifecycle::{ChangelogExpiry, ChangelogRetention};
 use super::compact::CompactReport;
-use super::lifecycle::{parse_duration_millis, CleanupReport, RollbackTarget};
+use super::lifecycle::{CleanupReport, RollbackTarget};
 use super::progress::Operation;
 use super::Table;
 use crate::error::{invalid, Result};
@@ -27,9 +27,9 @@ pub const DEFAULT_ORPHAN_AGE: &str = "1 d";
 
 /// `text` as a Paimon duration in milliseconds; `what` names the argument in the error.
 pub fn duration_millis(what: &str, text: &str) -> Result<i64> {
-    match parse_duration_millis(text) {
-        Some(ms) if ms >= 0 => Ok(ms),
-        _ => invalid!("{what}: invalid duration '{text}' (use e.g. '1 h', '30 min', '10 s')"),
+    match crate::spec::options::retention_millis(text) {
+        Some(ms) => Ok(ms),
+        None => invalid!("{what}: invalid duration '{text}' (use e.g. '1 h', '30 min', '10 s')"),
     }
 }
 

@@ -80,10 +80,20 @@ use bucket::{BucketWriter, Shared};
 type BucketId = (Vec<u8>, i32);
 
 /// What a writer learned about one bucket from the snapshot it started from.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Restored {
+    /// -1 for a bucket with no files: its first row takes sequence number 0.
     max_sequence: i64,
     files: Vec<DataFileMeta>,
+}
+
+impl Default for Restored {
+    fn default() -> Self {
+        Self {
+            max_sequence: -1,
+            files: vec![],
+        }
+    }
 }
 
 /// Options of one writer session.
@@ -253,10 +263,7 @@ impl TableWrite {
             let r = restored
                 .as_mut()
                 .and_then(|r| r.remove(id))
-                .unwrap_or(Restored {
-                    max_sequence: -1,
-                    files: vec![],
-                });
+                .unwrap_or_default();
             BucketWriter::new(layout, id.clone(), r.max_sequence + 1, Levels::new(r.files))
         })
     }
@@ -341,10 +348,7 @@ impl TableWrite {
                     e.total_buckets
                 );
             }
-            let slot = restored.entry((e.partition, e.bucket)).or_insert(Restored {
-                max_sequence: -1,
-                files: vec![],
-            });
+            let slot = restored.entry((e.partition, e.bucket)).or_default();
             slot.max_sequence = slot.max_sequence.max(e.file.max_sequence_number);
             slot.files.push(e.file);
         }
