@@ -2,16 +2,17 @@
 //! (on SIGINT/SIGTERM new calls are refused and in-flight calls, commits included, finish).
 //!
 //! ```text
-//!  tonic ──► TidelakeService (auth, Flight-core calls) ──► TidelakeFlightSql ──► SqlEngine / Catalog
+//!  tonic ──► Gate (principal) ──► TidelakeService (Flight-core calls) ──► TidelakeFlightSql ──► SqlEngine / Catalog
 //! ```
 
 pub mod admin;
 pub mod auth;
 pub mod changelog;
 pub mod flight_sql;
+pub mod gate;
 pub mod ipc;
 pub mod metadata;
-pub mod password;
+pub mod seal;
 pub mod service;
 pub mod session;
 pub mod status;
@@ -46,6 +47,21 @@ pub struct ServerConfig {
     pub users: Vec<UserConfig>,
     #[serde(default)]
     pub query: QueryConfig,
+    #[serde(default)]
+    pub auth: AuthConfig,
+}
+
+/// `[auth]`: how tokens and tickets are signed and how long they live.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// 32 or more random bytes (raw, or as hex), shared by the servers of one deployment so
+    /// that each accepts the others' tokens and tickets; without it a key is generated at start.
+    pub signing_key_file: Option<String>,
+    /// Lifetime of the tokens a Basic handshake mints (default 3600).
+    pub token_ttl_seconds: Option<u64>,
+    /// Lifetime of DoGet tickets and prepared-statement handles (default 3600).
+    pub ticket_ttl_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -89,6 +105,10 @@ impl ServerConfig {
             .parent()
             .unwrap_or(std::path::Path::new(""));
         config.warehouse = config.warehouse.map(|w| relative_to(base, &w));
+        config.auth.signing_key_file = config
+            .auth
+            .signing_key_file
+            .map(|f| relative_to(base, &f));
         Ok(config)
     }
 }
@@ -108,9 +128,8 @@ fn relative_to(base: &std::path::Path, value: &str) -> String {
 pub struct ServeOptions {
     pub warehouse: String,
     pub listen: String,
-    pub users: HashMap<String, password::Credential>,
-    /// Roles by user name; a user not named here is an admin.
-    pub roles: HashMap<String, Role>,
+    pub users: HashMap<String, auth::User>,
+    pub auth: auth::AuthOptions,
     pub limits: SqlLimits,
     pub work: crate::runtime::WorkLimits,
 }
@@ -123,8 +142,7 @@ impl ServeOptions {
         warehouse: Option<String>,
         listen: Option<String>,
     ) -> Result<Self> {
-        let mut users: HashMap<String, password::Credential> = HashMap::new();
-        let mut roles = HashMap::new();
+        let mut users: HashMap<String, auth::User> = HashMap::new();
         for u in &config.users {
             if u.name.is_empty() || u.name.contains(':') {
                 return invalid!("config: invalid user name '{}'", u.name);
@@ -136,15 +154,18 @@ impl ServeOptions {
                         u.name
                     )
                 }
-                (Some(phc), None) => password::Credential::hash(&u.name, phc)?,
+                (Some(phc), None) => auth::password::Credential::hash(&u.name, phc)?,
                 (None, None) => {
                     return invalid!("config: user '{}' has no password_hash", u.name)
                 }
             };
-            if users.insert(u.name.clone(), credential).is_some() {
+            let user = auth::User {
+                credential,
+                role: u.role,
+            };
+            if users.insert(u.name.clone(), user).is_some() {
                 return invalid!("config: user '{}' is listed twice", u.name);
             }
-            roles.insert(u.name.clone(), u.role);
         }
         if users.is_empty() {
             let user = std::env::var("TIDELAKE_USER")
@@ -162,8 +183,16 @@ impl ServeOptions {
                     p
                 }
             };
-            users.insert(user, password::Credential::Plain(password));
+            let credential = auth::password::Credential::Plain(password);
+            users.insert(
+                user,
+                auth::User {
+                    credential,
+                    role: Role::Admin,
+                },
+            );
         }
+        let auth = resolve_auth(&config.auth)?;
         let limits = SqlLimits {
             memory_limit_bytes: config.query.memory_limit_mb.map(|m| m * 1024 * 1024),
             query_timeout: config.query.timeout_seconds.map(Duration::from_secs),
@@ -189,10 +218,41 @@ impl ServeOptions {
                 .or(config.listen)
                 .unwrap_or_else(|| "127.0.0.1:50051".to_string()),
             users,
-            roles,
+            auth,
             limits,
         })
     }
+}
+
+/// `[auth]`, with the signing key read and checked.
+fn resolve_auth(config: &AuthConfig) -> Result<auth::AuthOptions> {
+    let defaults = auth::AuthOptions::default();
+    let keys = match &config.signing_key_file {
+        None => None,
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| {
+                crate::error::LocalIoSnafu {
+                    path: format!("signing_key_file {path}"),
+                }
+                .into_error(e)
+            })?;
+            Some(auth::token::Keys::from_file_contents(path, &bytes)?)
+        }
+    };
+    let seconds = |v: Option<u64>, key: &str, default: Duration| match v {
+        Some(0) => invalid!("config: [auth] {key} must be at least 1"),
+        Some(s) => Ok(Duration::from_secs(s)),
+        None => Ok(default),
+    };
+    Ok(auth::AuthOptions {
+        keys,
+        token_ttl: seconds(config.token_ttl_seconds, "token_ttl_seconds", defaults.token_ttl)?,
+        ticket_ttl: seconds(
+            config.ticket_ttl_seconds,
+            "ticket_ttl_seconds",
+            defaults.ticket_ttl,
+        )?,
+    })
 }
 
 /// Runs the server until SIGINT/SIGTERM; prints `tidelake listening on ADDR` once bound.
@@ -227,11 +287,11 @@ pub async fn run(
     let catalog = Catalog::open(&options.warehouse)?;
     catalog.create_database("default", true).await?;
     let engine = SqlEngine::new(catalog, options.limits.clone())?;
-    let auth = Arc::new(
-        auth::Authenticator::new(options.users.clone(), "default".into())
-            .with_roles(options.roles.clone()),
-    );
-    let flight_sql = flight_sql::TidelakeFlightSql::new(engine, auth);
+    let auth = Arc::new(auth::Authenticator::new(
+        options.users.clone(),
+        options.auth.clone(),
+    )?);
+    let flight_sql = flight_sql::TidelakeFlightSql::new(engine, Arc::clone(&auth));
     let work = crate::runtime::WorkPool::new(options.work);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let service = FlightServiceServer::new(
@@ -243,6 +303,7 @@ pub async fn run(
     let server = tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .layer(gate::GateLayer::new(auth))
         .add_service(service)
         .serve_with_incoming_shutdown(accept_nodelay(listener), async move {
             let _ = wait_stop.wait_for(|s| *s).await;

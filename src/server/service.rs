@@ -1,4 +1,5 @@
-//! The Flight service tonic serves: authenticates every call, then hands Flight SQL commands to
+//! The Flight service tonic serves, behind the gate ([`super::gate`]) that resolved each call's
+//! principal: it hands Flight SQL commands to
 //! [`TidelakeFlightSql`] and answers itself what arrow-flight's Flight SQL layer leaves
 //! unimplemented (Handshake, GetSchema, PollFlightInfo, session options, CancelFlightInfo, and
 //! the `is_update` field of prepared statements that JDBC reads).
@@ -20,6 +21,7 @@ use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::{Authenticator, Principal};
+use super::gate::MintedToken;
 use super::flight_sql::TidelakeFlightSql;
 use super::session::{
     self, CloseSessionResult, GetSessionOptionsResult, OptionValue, SetSessionOptionError,
@@ -105,7 +107,7 @@ impl TidelakeService {
         req: &Request<T>,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<Admission, Status> {
-        let user = Self::principal(req)?.user;
+        let user = Self::principal(req)?.admission_key();
         match deadline {
             None => Ok(self.work.admit(&user).await),
             Some(d) => tokio::time::timeout_at(d, self.work.admit(&user))
@@ -163,21 +165,11 @@ impl TidelakeService {
         ))
     }
 
-    /// Authenticates `req` and records the principal in it; returns a token to send back when
-    /// the call came with Basic credentials.
-    fn authorize<T>(&self, req: &mut Request<T>) -> Result<Option<String>, Status> {
-        let (principal, fresh) = self.auth.authenticate(req.metadata())?;
-        let token = fresh.then(|| principal.token.clone());
-        req.extensions_mut().insert(principal);
-        Ok(token)
-    }
-
     fn principal<T>(req: &Request<T>) -> Result<Principal, Status> {
         super::flight_sql::principal(req)
     }
 }
 
-/// Adds `authorization: Bearer <token>` to a response.
 /// `stream`, ended with Unavailable once `shutdown` turns true (or its sender is gone): a
 /// subscription never ends by itself, and a client retries Unavailable (against this server once
 /// it is back, or another one), resuming from its last progress.
@@ -212,11 +204,16 @@ fn until_shutdown<T: Send + 'static>(
     ))
 }
 
-fn with_token<T>(mut resp: Response<T>, token: Option<String>) -> Response<T> {
-    if let Some(t) = token {
-        if let Ok(v) = MetadataValue::try_from(format!("Bearer {t}")) {
-            resp.metadata_mut().insert("authorization", v);
-        }
+/// The Handshake's answer: the token in the payload and in the `authorization` response header
+/// (where ADBC and JDBC read it).
+fn handshake_answer(token: String) -> Response<BoxStream<HandshakeResponse>> {
+    let answer = HandshakeResponse {
+        protocol_version: 0,
+        payload: token.clone().into_bytes().into(),
+    };
+    let mut resp = Response::new(Box::pin(stream::iter([Ok(answer)])) as BoxStream<_>);
+    if let Ok(v) = MetadataValue::try_from(format!("Bearer {token}")) {
+        resp.metadata_mut().insert("authorization", v);
     }
     resp
 }
@@ -242,59 +239,33 @@ impl FlightService for TidelakeService {
         &self,
         request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<Self::HandshakeStream>, Status> {
-        let principal = match request.metadata().get("authorization") {
-            Some(v) => {
-                let v = v.to_str().map_err(|_| {
-                    super::status::status(
-                        ErrorKind::Unauthenticated,
-                        "malformed authorization header",
-                    )
-                })?;
-                self.auth.login_basic(v)?
-            }
-            None => {
-                // Credentials in the handshake payload (Flight's BasicAuth message).
-                let mut s = request.into_inner();
-                let first = s.next().await.ok_or_else(|| {
-                    super::status::status(
-                        ErrorKind::Unauthenticated,
-                        "no credentials in the handshake",
-                    )
-                })??;
-                let basic = BasicAuth::decode(first.payload.as_ref()).map_err(|_| {
-                    super::status::status(
-                        ErrorKind::Unauthenticated,
-                        "no credentials in the handshake",
-                    )
-                })?;
-                self.auth.login(&basic.username, &basic.password)?
-            }
-        };
-        let response = HandshakeResponse {
-            protocol_version: 0,
-            payload: principal.token.clone().into_bytes().into(),
-        };
-        let resp = Response::new(Box::pin(stream::iter([Ok(response)])) as Self::HandshakeStream);
-        Ok(with_token(resp, Some(principal.token)))
+        // Basic or Bearer in the header: the gate resolved it and left the token to answer with.
+        if let Some(MintedToken(token)) = request.extensions().get::<MintedToken>().cloned() {
+            return Ok(handshake_answer(token));
+        }
+        // Credentials in the handshake payload (Flight's BasicAuth message).
+        let mut s = request.into_inner();
+        let no_credentials =
+            || super::status::status(ErrorKind::Unauthenticated, "no credentials in the handshake");
+        let first = s.next().await.ok_or_else(no_credentials)??;
+        let basic = BasicAuth::decode(first.payload.as_ref()).map_err(|_| no_credentials())?;
+        let resolved = self.auth.login(&basic.username, &basic.password).await?;
+        let token = resolved.minted.unwrap_or_default();
+        Ok(handshake_answer(token))
     }
 
     async fn list_flights(
         &self,
-        mut request: Request<Criteria>,
+        _request: Request<Criteria>,
     ) -> Result<Response<Self::ListFlightsStream>, Status> {
-        let token = self.authorize(&mut request)?;
         // Tables are reached through Flight SQL; there are no standing flights to list.
-        Ok(with_token(
-            Response::new(Box::pin(stream::empty()) as Self::ListFlightsStream),
-            token,
-        ))
+        Ok(Response::new(Box::pin(stream::empty()) as Self::ListFlightsStream))
     }
 
     async fn get_flight_info(
         &self,
-        mut request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let token = self.authorize(&mut request)?;
         let admission = self.admit(&request, None).await?;
         let sql = Arc::clone(&self.sql);
         let resp = self
@@ -302,14 +273,13 @@ impl FlightService for TidelakeService {
                 FlightService::get_flight_info(sql.as_ref(), request).await
             })
             .await?;
-        Ok(with_token(resp, token))
+        Ok(resp)
     }
 
     async fn poll_flight_info(
         &self,
-        mut request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<PollInfo>, Status> {
-        let token = self.authorize(&mut request)?;
         // Queries are planned synchronously: the first poll is already complete.
         let admission = self.admit(&request, None).await?;
         let sql = Arc::clone(&self.sql);
@@ -325,14 +295,13 @@ impl FlightService for TidelakeService {
             progress: Some(1.0),
             expiration_time: None,
         };
-        Ok(with_token(Response::new(poll), token))
+        Ok(Response::new(poll))
     }
 
     async fn get_schema(
         &self,
-        mut request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<SchemaResult>, Status> {
-        let token = self.authorize(&mut request)?;
         let principal = Self::principal(&request)?;
         let any = Any::decode(request.get_ref().cmd.as_ref()).map_err(|_| {
             super::status::status(
@@ -355,14 +324,13 @@ impl FlightService for TidelakeService {
                 .map_err(|e: arrow::error::ArrowError| {
                     super::status::status(ErrorKind::Internal, e.to_string())
                 })?;
-        Ok(with_token(Response::new(result), token))
+        Ok(Response::new(result))
     }
 
     async fn do_get(
         &self,
-        mut request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<Self::DoGetStream>, Status> {
-        let token = self.authorize(&mut request)?;
         if let Some(ticket) = super::changelog::parse_ticket(&request.get_ref().ticket) {
             // A subscription mostly waits: it takes no statement slot, and has no deadline.
             let ticket = ticket.map_err(bounded)?;
@@ -378,7 +346,7 @@ impl FlightService for TidelakeService {
                 })
                 .await?;
             let resp = resp.map(|stream| until_shutdown(stream, self.shutdown.clone()));
-            return Ok(with_token(resp, token));
+            return Ok(resp);
         }
         let deadline = self.statement_deadline();
         let admission = self.admit(&request, deadline).await?;
@@ -388,14 +356,13 @@ impl FlightService for TidelakeService {
                 FlightService::do_get(sql.as_ref(), request).await
             })
             .await?;
-        Ok(with_token(resp, token))
+        Ok(resp)
     }
 
     async fn do_put(
         &self,
-        mut request: Request<Streaming<FlightData>>,
+        request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
-        let token = self.authorize(&mut request)?;
         let admission = self.admit(&request, None).await?;
         let sql = Arc::clone(&self.sql);
         let resp = self
@@ -403,14 +370,13 @@ impl FlightService for TidelakeService {
                 FlightService::do_put(sql.as_ref(), request).await
             })
             .await?;
-        Ok(with_token(resp, token))
+        Ok(resp)
     }
 
     async fn do_action(
         &self,
-        mut request: Request<Action>,
+        request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        let token = self.authorize(&mut request)?;
         let principal = Self::principal(&request)?;
         let action = request.get_ref();
         let resp = match action.r#type.as_str() {
@@ -512,7 +478,7 @@ impl FlightService for TidelakeService {
                 let (name, body, user) = (
                     name.to_string(),
                     action.body.clone(),
-                    principal.user.clone(),
+                    principal.subject.clone(),
                 );
                 self.on_work_stream(Some(admission), None, async move {
                     let caller = super::admin::Caller {
@@ -532,24 +498,22 @@ impl FlightService for TidelakeService {
             }
             _ => FlightService::do_action(self.sql.as_ref(), request).await?,
         };
-        Ok(with_token(resp, token))
+        Ok(resp)
     }
 
     async fn list_actions(
         &self,
-        mut request: Request<Empty>,
+        request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
-        let token = self.authorize(&mut request)?;
         let resp = FlightService::list_actions(self.sql.as_ref(), request).await?;
-        Ok(with_token(resp, token))
+        Ok(resp)
     }
 
     async fn do_exchange(
         &self,
-        mut request: Request<Streaming<FlightData>>,
+        request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
-        let token = self.authorize(&mut request)?;
         let resp = FlightService::do_exchange(self.sql.as_ref(), request).await?;
-        Ok(with_token(resp, token))
+        Ok(resp)
     }
 }

@@ -56,7 +56,9 @@ pub struct SqlLimits {
 /// subscribes to changelogs; a writer also runs INSERT, UPDATE, DELETE and appends by bulk
 /// ingest; an admin also runs DDL (CREATE, DROP, ALTER), `CALL sys.*` procedures, ingests that
 /// create or redefine tables, and the administrative Flight actions that change something.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Deserialize, serde::Serialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Reader,

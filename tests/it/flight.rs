@@ -39,17 +39,19 @@ impl Server {
         let options = tidelake::server::ServeOptions {
             warehouse: scratch.path().to_string(),
             listen: addr.to_string(),
-            users: ["jdbc", "ro", "rw"]
-                .into_iter()
-                .map(|u| {
-                    let pw = tidelake::server::password::Credential::Plain("pw".into());
-                    (u.to_string(), pw)
-                })
-                .collect(),
-            roles: HashMap::from([
-                ("ro".to_string(), tidelake::sql::Role::Reader),
-                ("rw".to_string(), tidelake::sql::Role::Writer),
-            ]),
+            users: [
+                ("jdbc", tidelake::sql::Role::Admin),
+                ("ro", tidelake::sql::Role::Reader),
+                ("rw", tidelake::sql::Role::Writer),
+            ]
+            .into_iter()
+            .map(|(u, role)| {
+                let credential =
+                    tidelake::server::auth::password::Credential::Plain("pw".into());
+                (u.to_string(), tidelake::server::auth::User { credential, role })
+            })
+            .collect(),
+            auth: Default::default(),
             limits: Default::default(),
             work: Default::default(),
         };
@@ -494,19 +496,27 @@ async fn unauthenticated_calls_are_refused() {
     // A handle issued to one user is refused to another.
     let token = handshake(&mut c, "jdbc", "pw").await.unwrap();
     let (prepared, _) = prepare(&mut c, &token, "SELECT 1").await.unwrap();
-    let mut handle: serde_json::Value =
-        serde_json::from_slice(&prepared.prepared_statement_handle).unwrap();
-    handle["user"] = "mallory".into();
-    let forged = serde_json::to_vec(&handle).unwrap();
+    let rw = handshake(&mut c, "rw", "pw").await.unwrap();
+    let info = |handle: bytes::Bytes| {
+        cmd(CommandPreparedStatementQuery {
+            prepared_statement_handle: handle,
+        })
+    };
+    // One byte changed: not a handle this deployment issued.
+    let mut forged = prepared.prepared_statement_handle.to_vec();
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
     let err = c
-        .get_flight_info(authed(
-            cmd(CommandPreparedStatementQuery {
-                prepared_statement_handle: forged.into(),
-            }),
-            &token,
-        ))
+        .get_flight_info(authed(info(forged.into()), &token))
         .await
         .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err}");
+    // Genuine, but issued to another user.
+    let err = c
+        .get_flight_info(authed(info(prepared.prepared_statement_handle.clone()), &rw))
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("another principal"), "{err}");
     assert_eq!(err.code(), Code::PermissionDenied);
     server.stop().await;
 }
@@ -1072,7 +1082,6 @@ async fn forged_ipc_lengths_in_parameters_are_refused() {
     for claim in [1i64 << 62, -8] {
         for forged in forgeries(&stream, 0..header_end, 8000, claim) {
             let handle = serde_json::json!({
-                "user": "jdbc",
                 "sql": "SELECT $1",
                 "params": base64::engine::general_purpose::STANDARD.encode(&forged),
             });
@@ -1088,7 +1097,9 @@ async fn forged_ipc_lengths_in_parameters_are_refused() {
                     .expect_err("a forged parameter stream is refused"),
                 Err(e) => e,
             };
-            assert_eq!(err.code(), Code::InvalidArgument, "{claim}: {err}");
+            // A ticket the client made is refused before its parameters are looked at.
+            assert_eq!(err.code(), Code::Unauthenticated, "{claim}: {err}");
+            assert_eq!(err.message(), "not a ticket this deployment issued");
             tried += 1;
         }
     }

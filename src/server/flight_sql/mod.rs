@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::{Authenticator, Principal};
+use super::seal;
 use super::metadata;
 use super::status::{invalid, to_status};
 use crate::catalog::{Identifier, TableDefinition};
@@ -109,6 +110,7 @@ impl TidelakeFlightSql {
     async fn statement_info(
         &self,
         mut handle: Handle,
+        principal: &Principal,
         session: &SqlSession,
         descriptor: FlightDescriptor,
     ) -> std::result::Result<FlightInfo, Status> {
@@ -126,7 +128,7 @@ impl TidelakeFlightSql {
             StatementKind::Query => plain_schema(&schema),
         };
         let ticket = TicketStatementQuery {
-            statement_handle: handle.encode(),
+            statement_handle: handle.seal(seal::Kind::Ticket, principal, &self.auth),
         }
         .as_any()
         .encode_to_vec();
@@ -185,12 +187,7 @@ impl TidelakeFlightSql {
             .describe(&session, &query)
             .await
             .map_err(to_status)?;
-        let handle = Handle {
-            user: principal.user.clone(),
-            sql: query,
-            params: None,
-            count: None,
-        };
+        let handle = Handle::new(query);
         let is_update = kind == StatementKind::Update;
         // JDBC treats an empty dataset schema as "this is an update"; it binds an update's
         // parameters by their schema.
@@ -206,7 +203,7 @@ impl TidelakeFlightSql {
         };
         Ok((
             ActionCreatePreparedStatementResult {
-                prepared_statement_handle: handle.encode(),
+                prepared_statement_handle: handle.seal(seal::Kind::Handle, principal, &self.auth),
                 dataset_schema,
                 parameter_schema,
             },
@@ -225,7 +222,7 @@ impl TidelakeFlightSql {
         let sql = match cmd {
             Command::CommandStatementQuery(q) => q.query,
             Command::CommandPreparedStatementQuery(p) => {
-                Handle::decode(&p.prepared_statement_handle, principal)?.sql
+                Handle::open(&p.prepared_statement_handle, seal::Kind::Handle, principal, &self.auth)?.sql
             }
             Command::CommandGetCatalogs(c) => return Ok(c.into_builder().schema()),
             Command::CommandGetDbSchemas(c) => return Ok(c.into_builder().schema()),
@@ -322,14 +319,9 @@ impl FlightSqlService for TidelakeFlightSql {
                 "transactions are not supported",
             ));
         }
-        let handle = Handle {
-            user: p.user,
-            sql: query.query,
-            params: None,
-            count: None,
-        };
+        let handle = Handle::new(query.query);
         let info = self
-            .statement_info(handle, &session, request.into_inner())
+            .statement_info(handle, &p, &session, request.into_inner())
             .await?;
         Ok(Response::new(info))
     }
@@ -340,9 +332,9 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         let (p, session) = self.session(&request)?;
-        let handle = Handle::decode(&cmd.prepared_statement_handle, &p)?;
+        let handle = Handle::open(&cmd.prepared_statement_handle, seal::Kind::Handle, &p, &self.auth)?;
         let info = self
-            .statement_info(handle, &session, request.into_inner())
+            .statement_info(handle, &p, &session, request.into_inner())
             .await?;
         Ok(Response::new(info))
     }
@@ -353,7 +345,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<Ticket>,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let (p, session) = self.session(&request)?;
-        let handle = Handle::decode(&ticket.statement_handle, &p)?;
+        let handle = Handle::open(&ticket.statement_handle, seal::Kind::Ticket, &p, &self.auth)?;
         self.run_ticket(handle, &session).await
     }
 
@@ -363,7 +355,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<Ticket>,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let (p, session) = self.session(&request)?;
-        let handle = Handle::decode(&cmd.prepared_statement_handle, &p)?;
+        let handle = Handle::open(&cmd.prepared_statement_handle, seal::Kind::Handle, &p, &self.auth)?;
         self.run_ticket(handle, &session).await
     }
 
@@ -645,12 +637,12 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<DoPutPreparedStatementResult, Status> {
         let p = principal(&request)?;
-        let mut handle = Handle::decode(&query.prepared_statement_handle, &p)?;
+        let mut handle = Handle::open(&query.prepared_statement_handle, seal::Kind::Handle, &p, &self.auth)?;
         let params = Self::read_params(request).await?;
         handle.params = encode_params(&params)?;
         handle.count = None;
         Ok(DoPutPreparedStatementResult {
-            prepared_statement_handle: Some(handle.encode()),
+            prepared_statement_handle: Some(handle.seal(seal::Kind::Handle, &p, &self.auth)),
         })
     }
 
@@ -660,7 +652,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<i64, Status> {
         let (p, session) = self.session(&request)?;
-        let mut handle = Handle::decode(&query.prepared_statement_handle, &p)?;
+        let mut handle = Handle::open(&query.prepared_statement_handle, seal::Kind::Handle, &p, &self.auth)?;
         let params = Self::read_params(request).await?;
         if !params.is_empty() {
             handle.params = encode_params(&params)?;

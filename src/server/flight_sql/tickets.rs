@@ -1,14 +1,13 @@
-//! Statement tickets and prepared-statement handles: self-contained (SQL, bound parameters,
-//! owner), so any request is served without server-side statement state; and the checked
-//! decoding of parameter batches.
+//! Statement tickets and prepared-statement handles: self-contained (SQL, bound parameters, the
+//! count of an update already run) and sealed for their principal ([`crate::server::seal`]), so
+//! any server of the deployment serves them without statement state; and the checked decoding
+//! of parameter batches.
 
 use super::*;
 
-/// A statement ticket or prepared-statement handle.
+/// A statement ticket or prepared-statement handle, as sealed inside the bytes the client holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Handle {
-    /// The user the handle was issued to; nobody else may use it.
-    pub(crate) user: String,
     pub(crate) sql: String,
     /// Bound parameters as a base64 Arrow IPC stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -18,21 +17,72 @@ pub(crate) struct Handle {
     pub(crate) count: Option<i64>,
 }
 
+fn owner(p: &Principal) -> seal::Owner<'_> {
+    seal::Owner {
+        tenant: &p.tenant,
+        issuer: &p.issuer,
+        subject: &p.subject,
+    }
+}
+
 impl Handle {
-    pub(super) fn encode(&self) -> bytes::Bytes {
-        serde_json::to_vec(self).unwrap_or_default().into()
+    pub(crate) fn new(sql: String) -> Self {
+        Self {
+            sql,
+            params: None,
+            count: None,
+        }
     }
 
-    pub(super) fn decode(bytes: &[u8], principal: &Principal) -> std::result::Result<Self, Status> {
-        let h: Handle = serde_json::from_slice(bytes)
-            .map_err(|_| invalid("malformed statement handle or ticket"))?;
-        if h.user != principal.user {
-            return Err(crate::server::status::status(
-                ErrorKind::PermissionDenied,
-                "this statement handle belongs to another user",
-            ));
-        }
-        Ok(h)
+    /// The opaque bytes handed to `principal`: a DoGet ticket or a prepared-statement handle.
+    pub(crate) fn seal(
+        &self,
+        kind: seal::Kind,
+        principal: &Principal,
+        auth: &Authenticator,
+    ) -> bytes::Bytes {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        let exp = crate::server::auth::token::unix_now().saturating_add(auth.ticket_ttl().as_secs());
+        seal::seal(auth.keys().ticket_key(), kind, owner(principal), exp, &json).into()
+    }
+
+    /// The handle in `bytes`, if this deployment sealed it of `kind` for `principal` and it has
+    /// not expired.
+    pub(crate) fn open(
+        bytes: &[u8],
+        kind: seal::Kind,
+        principal: &Principal,
+        auth: &Authenticator,
+    ) -> std::result::Result<Self, Status> {
+        let what = match kind {
+            seal::Kind::Ticket => "ticket",
+            seal::Kind::Handle => "prepared statement",
+        };
+        let now = crate::server::auth::token::unix_now();
+        let json = seal::open(auth.keys().ticket_key(), kind, owner(principal), now, bytes)
+            .map_err(|r| {
+                let (code, message) = match (r, kind) {
+                    (seal::Refused::NotOurs, _) => (
+                        ErrorKind::Unauthenticated,
+                        format!("not a {what} this deployment issued"),
+                    ),
+                    (seal::Refused::Expired, seal::Kind::Ticket) => (
+                        ErrorKind::Unauthenticated,
+                        "ticket expired; request a new FlightInfo".to_string(),
+                    ),
+                    (seal::Refused::Expired, seal::Kind::Handle) => (
+                        ErrorKind::Unauthenticated,
+                        "prepared statement expired; prepare it again".to_string(),
+                    ),
+                    (seal::Refused::OtherOwner, _) => (
+                        ErrorKind::PermissionDenied,
+                        format!("this {what} belongs to another principal"),
+                    ),
+                };
+                crate::server::status::status(code, message)
+            })?;
+        serde_json::from_slice(json)
+            .map_err(|_| invalid(format!("malformed {what}")))
     }
 
     /// The bound parameter rows (one set of values per row).

@@ -1,0 +1,437 @@
+//! Who is calling: the one place a request's credentials become a [`Principal`].
+//!
+//! - `Basic` credentials (in the Handshake payload, or in an `authorization` header) are checked
+//!   against the configured users' argon2 hashes ([`password`]) and answered with a minted token
+//!   ([`token`]): a JWT signed with the deployment's key, so any server sharing that key accepts
+//!   it and none keeps anything per token.
+//! - `Bearer` tokens are verified on every call; nothing is looked up but the revocations of
+//!   `CloseSession` on this server.
+//! - Session options (the current database) are the only per-token state, kept per server in a
+//!   bounded map keyed by a hash of the token; a session a server never saw starts in `default`.
+//!
+//! The gate ([`super::gate`]) calls [`Authenticator::resolve`] once per RPC, before the request
+//! body is read.
+
+pub mod password;
+pub mod token;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+use base64::engine::DecodePaddingMode;
+use base64::Engine;
+use sha2::Digest;
+use tonic::Status;
+
+use crate::error::ErrorKind;
+use crate::sql::{Role, SqlSession, CATALOG_NAME};
+use password::Credential;
+use token::{Keys, Refusal};
+
+/// Standard base64 that accepts both padded and unpadded input (the ADBC driver sends unpadded).
+const LENIENT: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// Sessions with options set that one server keeps at most (older ones are dropped first).
+const MAX_SESSIONS: usize = 100_000;
+
+/// Identifies a token's session: the first 16 bytes of SHA-256 of the token.
+pub type SessionKey = [u8; 16];
+
+/// The caller of one request, resolved by the gate before the request touches anything.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    /// The tenant whose catalog this principal sees.
+    pub tenant: Arc<str>,
+    /// The config user's name, or an identity provider's `sub`.
+    pub subject: String,
+    /// `tidelake` for minted tokens, else the identity provider's issuer.
+    pub issuer: Arc<str>,
+    /// The highest role granted.
+    pub role: Role,
+    /// The session of the token this principal came with.
+    pub session: SessionKey,
+    /// When the token expires (unix seconds).
+    pub expires_at: u64,
+}
+
+impl Principal {
+    /// Whose share of the work slots this call takes (one subject of one issuer in one tenant).
+    pub fn admission_key(&self) -> String {
+        format!("{}\0{}\0{}", self.tenant, self.issuer, self.subject)
+    }
+}
+
+/// A principal, and the token to send back when it was resolved from a password.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub principal: Principal,
+    pub minted: Option<String>,
+}
+
+/// A configured user.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub credential: Credential,
+    pub role: Role,
+}
+
+/// Token settings (`[auth]`).
+#[derive(Debug, Clone)]
+pub struct AuthOptions {
+    /// The contents of `signing_key_file`, parsed; `None` generates a key at start.
+    pub keys: Option<Keys>,
+    /// Lifetime of minted tokens (`token_ttl_seconds`).
+    pub token_ttl: Duration,
+    /// Lifetime of tickets and prepared-statement handles (`ticket_ttl_seconds`).
+    pub ticket_ttl: Duration,
+}
+
+impl Default for AuthOptions {
+    fn default() -> Self {
+        Self {
+            keys: None,
+            token_ttl: Duration::from_secs(3600),
+            ticket_ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Sessions {
+    /// Current database and expiry (the token's) by session.
+    databases: HashMap<SessionKey, (String, u64)>,
+    /// Tokens ended by CloseSession on this server, until they expire.
+    revoked: HashMap<SessionKey, u64>,
+}
+
+/// Users, keys and sessions.
+#[derive(Debug)]
+pub struct Authenticator {
+    users: HashMap<String, User>,
+    keys: Keys,
+    options: AuthOptions,
+    sessions: Mutex<Sessions>,
+    /// Password checks running at once (each argon2 check holds 19 MiB and a core for tens
+    /// of milliseconds).
+    logins: tokio::sync::Semaphore,
+    default_database: String,
+}
+
+fn unauthenticated(message: impl Into<String>) -> Status {
+    super::status::status(ErrorKind::Unauthenticated, message.into())
+}
+
+impl From<Refusal> for Status {
+    fn from(r: Refusal) -> Self {
+        unauthenticated(r.to_string())
+    }
+}
+
+impl Authenticator {
+    pub fn new(users: HashMap<String, User>, options: AuthOptions) -> crate::error::Result<Self> {
+        let keys = match &options.keys {
+            Some(k) => k.clone(),
+            None => Keys::generate()?,
+        };
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Ok(Self {
+            users,
+            keys,
+            options,
+            sessions: Mutex::default(),
+            logins: tokio::sync::Semaphore::new(cores.max(2)),
+            default_database: "default".into(),
+        })
+    }
+
+    /// The deployment's keys (tickets are sealed with a subkey).
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// How long tickets and prepared-statement handles stay valid.
+    pub fn ticket_ttl(&self) -> Duration {
+        self.options.ticket_ttl
+    }
+
+    /// The principal of a request's `authorization` header: a `Bearer` token, or `Basic`
+    /// credentials (answered with a minted token).
+    pub async fn resolve(&self, header: Option<&http::HeaderValue>) -> Result<Resolved, Status> {
+        let Some(value) = header else {
+            return Err(unauthenticated(
+                "no credentials: authenticate with a Basic handshake, then send 'authorization: Bearer <token>'",
+            ));
+        };
+        if value.len() > token::MAX_TOKEN_LEN + 16 {
+            return Err(unauthenticated("authorization header too long"));
+        }
+        let value = value
+            .to_str()
+            .map_err(|_| unauthenticated("malformed authorization header"))?;
+        let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+        if scheme.eq_ignore_ascii_case("bearer") {
+            let principal = self.verify(rest.trim())?;
+            return Ok(Resolved {
+                principal,
+                minted: None,
+            });
+        }
+        if scheme.eq_ignore_ascii_case("basic") {
+            let (user, password) = parse_basic(rest)?;
+            return self.login(&user, &password).await;
+        }
+        Err(unauthenticated(
+            "expected 'authorization: Basic <credentials>' or 'Bearer <token>'",
+        ))
+    }
+
+    /// Checks a user name and password and mints a token.
+    pub async fn login(&self, user: &str, password: &str) -> Result<Resolved, Status> {
+        let _permit = self
+            .logins
+            .acquire()
+            .await
+            .map_err(|_| unauthenticated("the server is shutting down"))?;
+        let ok = match self.users.get(user).map(|u| u.credential.clone()) {
+            Some(Credential::Plain(p)) => Credential::Plain(p).verify(password),
+            Some(c) => {
+                let password = password.to_string();
+                tokio::task::spawn_blocking(move || c.verify(&password))
+                    .await
+                    .unwrap_or(false)
+            }
+            None => {
+                let password = password.to_string();
+                tokio::task::spawn_blocking(move || password::verify_unknown(&password))
+                    .await
+                    .unwrap_or(false)
+            }
+        };
+        let Some(found) = self.users.get(user).filter(|_| ok) else {
+            tracing::warn!(user, "failed login");
+            return Err(unauthenticated("invalid user name or password"));
+        };
+        self.mint(user, CATALOG_NAME, found.role)
+    }
+
+    /// A fresh token for `subject`.
+    fn mint(&self, subject: &str, tenant: &str, role: Role) -> Result<Resolved, Status> {
+        let (token, claims) = token::mint(
+            &self.keys,
+            subject,
+            tenant,
+            role,
+            token::unix_now(),
+            self.options.token_ttl.as_secs(),
+        )
+        .map_err(super::status::to_status)?;
+        Ok(Resolved {
+            principal: Principal {
+                tenant: Arc::from(claims.tenant.as_str()),
+                subject: claims.sub,
+                issuer: Arc::from(token::MINTED_ISSUER),
+                role,
+                session: session_key(&token),
+                expires_at: claims.exp,
+            },
+            minted: Some(token),
+        })
+    }
+
+    /// The principal of a bearer token.
+    fn verify(&self, token: &str) -> Result<Principal, Status> {
+        let claims = token::verify(&self.keys, token)?;
+        let session = session_key(token);
+        if self.lock().revoked.contains_key(&session) {
+            return Err(Refusal("the session was closed").into());
+        }
+        let role = claims
+            .role()
+            .ok_or_else(|| Status::from(Refusal("the token grants no tidelake role")))?;
+        if claims.tenant != CATALOG_NAME {
+            return Err(super::status::status(
+                ErrorKind::PermissionDenied,
+                "the token's tenant is not served here",
+            ));
+        }
+        Ok(Principal {
+            tenant: Arc::from(claims.tenant.as_str()),
+            subject: claims.sub,
+            issuer: Arc::from(token::MINTED_ISSUER),
+            role,
+            session,
+            expires_at: claims.exp,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session of a principal: its current database (on this server) and its role.
+    pub fn session(&self, principal: &Principal) -> SqlSession {
+        let database = self
+            .lock()
+            .databases
+            .get(&principal.session)
+            .map(|(db, _)| db.clone())
+            .unwrap_or_else(|| self.default_database.clone());
+        SqlSession {
+            database,
+            role: principal.role,
+        }
+    }
+
+    /// Changes the current database of a principal's session.
+    pub fn set_database(&self, principal: &Principal, database: String) {
+        let now = token::unix_now();
+        let mut s = self.lock();
+        if s.databases.len() >= MAX_SESSIONS {
+            s.databases.retain(|_, (_, exp)| *exp > now);
+            while s.databases.len() >= MAX_SESSIONS {
+                let Some(oldest) = s
+                    .databases
+                    .iter()
+                    .min_by_key(|(_, (_, exp))| *exp)
+                    .map(|(k, _)| *k)
+                else {
+                    break;
+                };
+                s.databases.remove(&oldest);
+            }
+        }
+        s.databases
+            .insert(principal.session, (database, principal.expires_at));
+    }
+
+    /// Ends a session: its token stops working on this server.
+    pub fn close(&self, principal: &Principal) {
+        let now = token::unix_now();
+        let mut s = self.lock();
+        s.databases.remove(&principal.session);
+        s.revoked.retain(|_, exp| *exp + 60 > now);
+        s.revoked.insert(principal.session, principal.expires_at);
+    }
+}
+
+fn session_key(token: &str) -> SessionKey {
+    let digest = sha2::Sha256::digest(token.as_bytes());
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&digest[..16]);
+    key
+}
+
+/// The user name and password of `Basic` credentials (base64 of `user:password`).
+fn parse_basic(encoded: &str) -> Result<(String, String), Status> {
+    let malformed = || unauthenticated("malformed Basic credentials");
+    let decoded = LENIENT.decode(encoded.trim()).map_err(|_| malformed())?;
+    let text = String::from_utf8(decoded).map_err(|_| malformed())?;
+    let (user, password) = text.split_once(':').ok_or_else(malformed)?;
+    Ok((user.to_string(), password.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn authenticator() -> Authenticator {
+        let users = HashMap::from([
+            (
+                "alice".to_string(),
+                User {
+                    credential: Credential::Hash(password::hash_password("s3cret").unwrap()),
+                    role: Role::Reader,
+                },
+            ),
+            (
+                "bob".to_string(),
+                User {
+                    credential: Credential::Plain("pw1".into()),
+                    role: Role::Admin,
+                },
+            ),
+        ]);
+        Authenticator::new(users, AuthOptions::default()).unwrap()
+    }
+
+    fn header(v: &str) -> http::HeaderValue {
+        http::HeaderValue::from_str(v).unwrap()
+    }
+
+    #[tokio::test]
+    async fn basic_padded_and_unpadded_then_bearer() {
+        let a = authenticator();
+        let padded = base64::engine::general_purpose::STANDARD.encode("alice:s3cret");
+        let r = a.resolve(Some(&header(&format!("Basic {padded}")))).await;
+        assert_eq!(r.unwrap().principal.role, Role::Reader);
+        let padded = base64::engine::general_purpose::STANDARD.encode("bob:pw1");
+        assert!(padded.ends_with('='));
+        for creds in [padded.as_str(), padded.trim_end_matches('=')] {
+            let r = a.resolve(Some(&header(&format!("basic {creds}")))).await;
+            assert!(r.unwrap().minted.is_some());
+        }
+        let wrong = base64::engine::general_purpose::STANDARD.encode("bob:pw2");
+        let e = a
+            .resolve(Some(&header(&format!("Basic {wrong}"))))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated);
+        assert_eq!(e.message(), "invalid user name or password");
+        let e = a.login("nobody", "pw1").await.unwrap_err();
+        assert_eq!(e.message(), "invalid user name or password");
+
+        let token = a.login("bob", "pw1").await.unwrap().minted.unwrap();
+        let bearer = header(&format!("Bearer {token}"));
+        let p = a.resolve(Some(&bearer)).await.unwrap().principal;
+        assert_eq!((p.subject.as_str(), p.role), ("bob", Role::Admin));
+        assert_eq!(&*p.tenant, CATALOG_NAME);
+        // Session options are per token; CloseSession ends the token here.
+        a.set_database(&p, "sales".into());
+        assert_eq!(a.session(&p).database, "sales");
+        let other = a.login("bob", "pw1").await.unwrap().principal;
+        assert_eq!(a.session(&other).database, "default");
+        a.close(&p);
+        let e = a.resolve(Some(&bearer)).await.unwrap_err();
+        assert_eq!(e.message(), "invalid bearer token: the session was closed");
+        assert!(a.resolve(None).await.is_err());
+        assert!(a.resolve(Some(&header("Token x"))).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn servers_with_one_key_accept_each_others_tokens() {
+        let keys = Keys::from_master(&[9; 32]).unwrap();
+        let opts = || AuthOptions {
+            keys: Some(keys.clone()),
+            ..AuthOptions::default()
+        };
+        let users = || {
+            HashMap::from([(
+                "bob".to_string(),
+                User {
+                    credential: Credential::Plain("pw".into()),
+                    role: Role::Writer,
+                },
+            )])
+        };
+        let a = Authenticator::new(users(), opts()).unwrap();
+        let b = Authenticator::new(users(), opts()).unwrap();
+        let c = Authenticator::new(users(), AuthOptions::default()).unwrap();
+        let token = a.login("bob", "pw").await.unwrap().minted.unwrap();
+        let bearer = header(&format!("Bearer {token}"));
+        assert_eq!(
+            b.resolve(Some(&bearer)).await.unwrap().principal.role,
+            Role::Writer
+        );
+        let e = c.resolve(Some(&bearer)).await.unwrap_err();
+        assert_eq!(
+            e.message(),
+            "invalid bearer token: signed by another deployment's key"
+        );
+        assert!(!e.message().contains(&token));
+    }
+}
