@@ -12,7 +12,7 @@ use crate::schema::SchemaManager;
 use crate::spec::{CoreOptions, DataField, DataType, TableSchema};
 use crate::table::Table;
 
-use crate::spec::identifier::validate_name;
+use crate::spec::identifier::{is_path_safe, validate_name};
 pub use crate::spec::identifier::Identifier;
 
 /// What a new table is made of.
@@ -286,6 +286,9 @@ impl Catalog {
     }
 
     pub async fn list_tables(&self, db: &str) -> Result<Vec<String>> {
+        if !is_path_safe(db) || !self.io.confined(&Self::db_path(db)) {
+            return Ok(vec![]);
+        }
         let mut tables = Vec::new();
         for t in self.io.list_dirs(&Self::db_path(db)).await? {
             let sm = SchemaManager::new(self.io.clone(), format!("{}/{t}", Self::db_path(db)));
@@ -326,14 +329,18 @@ impl Catalog {
     }
 
     pub async fn load_table(&self, id: &Identifier) -> Result<Table> {
-        // No directory has a longer name (the storage would answer "file name too long").
-        if id.database.len() > 255 || id.table.len() > 255 {
+        // A name that is not one directory inside the warehouse (or is longer than any directory
+        // name) names no table; nor does a table directory that a symlink leads out of the root.
+        let path = Self::table_path(id);
+        if !is_path_safe(&id.database) || !is_path_safe(&id.table) || !self.io.confined(&path) {
+            if is_path_safe(&id.database) && is_path_safe(&id.table) {
+                tracing::warn!(path, "a table directory leads out of the warehouse; ignored");
+            }
             return NotFoundSnafu {
                 message: format!("table '{id}' does not exist"),
             }
             .fail();
         }
-        let path = Self::table_path(id);
         let sm = SchemaManager::new(self.io.clone(), path.clone());
         match sm.latest().await? {
             Some(schema) => Ok(Table::new(
@@ -356,6 +363,7 @@ impl Catalog {
         id: &Identifier,
         changes: &[crate::schema::change::SchemaChange],
     ) -> Result<Table> {
+        self.load_table(id).await?;
         let sm = SchemaManager::new(self.io.clone(), Self::table_path(id));
         sm.commit(&id.to_string(), changes, self.clock.now_millis())
             .await?;
@@ -389,7 +397,9 @@ impl Catalog {
 
     pub async fn drop_table(&self, id: &Identifier, ignore_if_missing: bool) -> Result<()> {
         let path = Self::table_path(id);
-        if SchemaManager::new(self.io.clone(), path.clone())
+        let safe = is_path_safe(&id.database) && is_path_safe(&id.table) && self.io.confined(&path);
+        if !safe
+            || SchemaManager::new(self.io.clone(), path.clone())
             .list_ids()
             .await?
             .is_empty()

@@ -105,6 +105,29 @@ impl FileIo {
         &self.uri
     }
 
+    /// The canonical root of a local warehouse.
+    pub fn local_root(&self) -> Option<&std::path::Path> {
+        self.local_root.as_deref()
+    }
+
+    /// Whether `path` (relative to the root) stays inside the root once symlinks are followed:
+    /// its deepest existing ancestor, canonicalized, must lie under the canonical root. Always
+    /// true for object stores (keys have no links).
+    pub fn confined(&self, path: &str) -> bool {
+        let Some(root) = &self.local_root else {
+            return true;
+        };
+        let mut p = root.join(path);
+        loop {
+            if let Ok(real) = p.canonicalize() {
+                return real.starts_with(root);
+            }
+            if !p.pop() {
+                return false;
+            }
+        }
+    }
+
     fn store_path(path: &str) -> Result<StorePath> {
         StorePath::parse(path).map_err(|e| {
             InvalidArgumentSnafu {
@@ -202,9 +225,12 @@ impl FileIo {
             Err(object_store::Error::NotFound { .. }) => return Ok(vec![]),
             Err(e) => return Err(e).context(StorageSnafu { path: dir }),
         };
+        // A directory that is a symlink out of the root is not listed (it could name another
+        // tenant's tables).
         Ok(res
             .common_prefixes
             .into_iter()
+            .filter(|p| self.confined(p.as_ref()))
             .filter_map(|p| p.filename().map(str::to_string))
             .collect())
     }

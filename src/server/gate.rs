@@ -152,9 +152,11 @@ mod tests {
             User {
                 credential: Credential::Plain("pw".into()),
                 role: crate::sql::Role::Admin,
+                tenant: crate::sql::CATALOG_NAME.into(),
             },
         )]);
-        let auth = Arc::new(Authenticator::new(users, AuthOptions::default()).unwrap());
+        let tenants = Arc::new(crate::server::tenant::Tenants::in_memory());
+        let auth = Arc::new(Authenticator::new(users, AuthOptions::default(), tenants).unwrap());
         let reached = Arc::new(AtomicUsize::new(0));
         let inner = Echo(Arc::clone(&reached));
         let mut gate = GateLayer::new(auth).layer_service(inner);

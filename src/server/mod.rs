@@ -16,6 +16,7 @@ pub mod seal;
 pub mod service;
 pub mod session;
 pub mod status;
+pub mod tenant;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,9 +28,8 @@ use serde::Deserialize;
 use snafu::IntoError;
 use tokio::net::TcpListener;
 
-use crate::catalog::Catalog;
 use crate::error::{invalid, Result};
-use crate::sql::{Role, SqlEngine, SqlLimits};
+use crate::sql::{Role, SqlLimits, CATALOG_NAME};
 
 /// Largest gRPC message accepted or sent (DoPut batches arrive whole).
 pub const MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
@@ -49,6 +49,26 @@ pub struct ServerConfig {
     pub query: QueryConfig,
     #[serde(default)]
     pub auth: AuthConfig,
+    #[serde(default)]
+    pub tenants: Vec<TenantConfig>,
+}
+
+/// `[[tenants]]`: a namespace with its own warehouse, catalog and limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Also its catalog's name.
+    pub name: String,
+    /// Its warehouse (default `<warehouse>/tenants/<name>`).
+    pub warehouse: Option<String>,
+    /// Statements running at once (default 16); as many more wait, beyond that ResourceExhausted.
+    pub max_concurrent_statements: Option<usize>,
+    /// Memory its running statements share (default `[query] memory_limit_mb`).
+    pub memory_limit_mb: Option<usize>,
+    /// Wall-clock limit of its statements (default `[query] timeout_seconds`).
+    pub statement_timeout_seconds: Option<u64>,
+    /// Changelog subscriptions open at once (default 64).
+    pub max_subscriptions: Option<usize>,
 }
 
 /// `[auth]`: how tokens and tickets are signed and how long they live.
@@ -75,6 +95,8 @@ pub struct UserConfig {
     /// `reader`, `writer` or `admin` (the default).
     #[serde(default)]
     pub role: Role,
+    /// The tenant the user belongs to: required when tenants are configured, else absent.
+    pub tenant: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -109,6 +131,9 @@ impl ServerConfig {
             .auth
             .signing_key_file
             .map(|f| relative_to(base, &f));
+        for t in &mut config.tenants {
+            t.warehouse = t.warehouse.take().map(|w| relative_to(base, &w));
+        }
         Ok(config)
     }
 }
@@ -130,6 +155,8 @@ pub struct ServeOptions {
     pub listen: String,
     pub users: HashMap<String, auth::User>,
     pub auth: auth::AuthOptions,
+    /// Empty: the one implicit tenant `tidelake` on the warehouse root.
+    pub tenants: Vec<tenant::TenantOptions>,
     pub limits: SqlLimits,
     pub work: crate::runtime::WorkLimits,
 }
@@ -159,9 +186,26 @@ impl ServeOptions {
                     return invalid!("config: user '{}' has no password_hash", u.name)
                 }
             };
+            let tenant = match (&u.tenant, config.tenants.is_empty()) {
+                (None, true) => CATALOG_NAME.to_string(),
+                (Some(t), false) => t.clone(),
+                (None, false) => {
+                    return invalid!(
+                        "config: user '{}' needs a tenant (tenants are configured)",
+                        u.name
+                    )
+                }
+                (Some(_), true) => {
+                    return invalid!(
+                        "config: user '{}' names a tenant, but no [[tenants]] are configured",
+                        u.name
+                    )
+                }
+            };
             let user = auth::User {
                 credential,
                 role: u.role,
+                tenant,
             };
             if users.insert(u.name.clone(), user).is_some() {
                 return invalid!("config: user '{}' is listed twice", u.name);
@@ -189,6 +233,7 @@ impl ServeOptions {
                 auth::User {
                     credential,
                     role: Role::Admin,
+                    tenant: CATALOG_NAME.to_string(),
                 },
             );
         }
@@ -209,11 +254,36 @@ impl ServeOptions {
                 .unwrap_or(defaults.max_concurrent_per_user),
             ..defaults
         };
+        let warehouse = warehouse
+            .or(config.warehouse)
+            .unwrap_or_else(|| "./warehouse".to_string());
+        let tenants = config
+            .tenants
+            .iter()
+            .map(|t| tenant::TenantOptions {
+                name: t.name.clone(),
+                warehouse: t
+                    .warehouse
+                    .clone()
+                    .unwrap_or_else(|| tenant::default_warehouse(&warehouse, &t.name)),
+                limits: SqlLimits {
+                    memory_limit_bytes: t
+                        .memory_limit_mb
+                        .or(config.query.memory_limit_mb)
+                        .map(|m| m * 1024 * 1024),
+                    query_timeout: t
+                        .statement_timeout_seconds
+                        .or(config.query.timeout_seconds)
+                        .map(Duration::from_secs),
+                },
+                max_concurrent_statements: Some(t.max_concurrent_statements.unwrap_or(16)),
+                max_subscriptions: Some(t.max_subscriptions.unwrap_or(64)),
+            })
+            .collect();
         Ok(Self {
             work,
-            warehouse: warehouse
-                .or(config.warehouse)
-                .unwrap_or_else(|| "./warehouse".to_string()),
+            tenants,
+            warehouse,
             listen: listen
                 .or(config.listen)
                 .unwrap_or_else(|| "127.0.0.1:50051".to_string()),
@@ -284,14 +354,18 @@ pub async fn run(
     options: &ServeOptions,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<()> {
-    let catalog = Catalog::open(&options.warehouse)?;
-    catalog.create_database("default", true).await?;
-    let engine = SqlEngine::new(catalog, options.limits.clone())?;
+    let tenants = Arc::new(tenant::Tenants::open(
+        &options.tenants,
+        &options.warehouse,
+        &options.limits,
+    )?);
+    tenants.prepare().await?;
     let auth = Arc::new(auth::Authenticator::new(
         options.users.clone(),
         options.auth.clone(),
+        tenants,
     )?);
-    let flight_sql = flight_sql::TidelakeFlightSql::new(engine, Arc::clone(&auth));
+    let flight_sql = flight_sql::TidelakeFlightSql::new(Arc::clone(&auth));
     let work = crate::runtime::WorkPool::new(options.work);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let service = FlightServiceServer::new(

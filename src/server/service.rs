@@ -29,7 +29,6 @@ use super::session::{
 };
 use super::status::{bounded, to_status};
 use crate::runtime::{with_deadline, Admission, Panicked, WorkPool};
-use crate::sql::CATALOG_NAME;
 
 /// Flight-core session actions answered here (name, description).
 pub const SESSION_ACTIONS: &[(&str, &str)] = &[
@@ -55,12 +54,34 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'stati
 pub struct TidelakeService {
     sql: Arc<TidelakeFlightSql>,
     auth: Arc<Authenticator>,
-    /// Long admin operations running now.
-    operations: Arc<super::admin::Operations>,
     work: WorkPool,
     /// Turns true when the server starts shutting down (streams that never end by themselves,
     /// subscriptions, end then).
     shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// When a statement ends, and with which status.
+#[derive(Debug, Clone)]
+struct Deadline {
+    at: tokio::time::Instant,
+    status: Status,
+}
+
+/// What a call holds while it runs: its tenant's statement slot (when the tenant has a limit)
+/// and its work admission.
+#[derive(Debug)]
+struct Slot {
+    admission: Admission,
+    tenant: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Slot {
+    fn split(slot: Option<Slot>) -> (Option<Admission>, Option<tokio::sync::OwnedSemaphorePermit>) {
+        match slot {
+            Some(s) => (Some(s.admission), s.tenant),
+            None => (None, None),
+        }
+    }
 }
 
 fn panic_status(p: Panicked) -> Status {
@@ -75,7 +96,6 @@ impl TidelakeService {
         Self {
             sql: Arc::new(sql),
             auth,
-            operations: Arc::default(),
             work,
             shutdown: tokio::sync::watch::channel(false).1,
         }
@@ -87,41 +107,40 @@ impl TidelakeService {
         self
     }
 
-    /// When a statement started now must end (no limit without a configured timeout).
-    fn statement_deadline(&self) -> Option<tokio::time::Instant> {
-        self.sql
-            .engine
-            .limits()
-            .query_timeout
-            .map(|t| tokio::time::Instant::now() + t)
+    /// When a statement of `p`'s started now must end, and the status it ends with (no limit
+    /// without a configured timeout).
+    fn statement_deadline(p: &Principal) -> Option<Deadline> {
+        p.tenant.engine.limits().query_timeout.map(|t| Deadline {
+            at: tokio::time::Instant::now() + t,
+            status: to_status(crate::sql::timeout_error(t)),
+        })
     }
 
-    fn timeout_status(&self) -> Status {
-        let limit = self.sql.engine.limits().query_timeout.unwrap_or_default();
-        to_status(crate::sql::timeout_error(limit))
-    }
-
-    /// A work slot for the caller, waiting at most until `deadline`.
-    async fn admit<T>(
-        &self,
-        req: &Request<T>,
-        deadline: Option<tokio::time::Instant>,
-    ) -> Result<Admission, Status> {
-        let user = Self::principal(req)?.admission_key();
+    /// A work slot for the caller (its tenant's, then its own share of the server's), waiting
+    /// at most until `deadline`.
+    async fn admit<T>(&self, req: &Request<T>, deadline: Option<&Deadline>) -> Result<Slot, Status> {
+        let p = Self::principal(req)?;
+        let key = p.admission_key();
+        let admit = async {
+            let tenant = p.tenant.admit_statement().await?;
+            let admission = self.work.admit(&key).await;
+            Ok::<Slot, Status>(Slot { admission, tenant })
+        };
         match deadline {
-            None => Ok(self.work.admit(&user).await),
-            Some(d) => tokio::time::timeout_at(d, self.work.admit(&user))
+            None => admit.await,
+            Some(d) => tokio::time::timeout_at(d.at, admit)
                 .await
-                .map_err(|_| self.timeout_status()),
+                .map_err(|_| d.status.clone())?,
         }
     }
 
     /// Runs a unary call's work on a work thread.
-    async fn on_work<T, F>(&self, admission: Option<Admission>, fut: F) -> Result<T, Status>
+    async fn on_work<T, F>(&self, slot: Option<Slot>, fut: F) -> Result<T, Status>
     where
         F: std::future::Future<Output = Result<T, Status>> + Send + 'static,
         T: Send + 'static,
     {
+        let (admission, _tenant) = Slot::split(slot);
         self.work
             .run(admission, fut, panic_status)
             .await
@@ -132,8 +151,8 @@ impl TidelakeService {
     /// stream is driven there and forwarded, ending at `deadline`.
     async fn on_work_stream<T, S, F>(
         &self,
-        admission: Option<Admission>,
-        deadline: Option<tokio::time::Instant>,
+        slot: Option<Slot>,
+        deadline: Option<Deadline>,
         fut: F,
     ) -> Result<Response<BoxStream<T>>, Status>
     where
@@ -145,19 +164,21 @@ impl TidelakeService {
             let (head, stream, _extensions) = fut.await?.into_parts();
             Ok::<(Head, S), Status>((head, stream))
         };
+        let (admission, tenant) = Slot::split(slot);
         let (head, stream) = self
             .work
             .run_stream(admission, started, panic_status)
             .await
             .map_err(bounded)?;
         let stream = match deadline {
-            Some(d) => {
-                let timeout = self.timeout_status();
-                with_deadline(stream, d, move || timeout.clone())
-            }
+            Some(d) => with_deadline(stream, d.at, move || d.status.clone()),
             None => stream,
         };
-        let stream: BoxStream<T> = Box::pin(stream.map(|r| r.map_err(bounded)));
+        // The tenant's slot is held as long as the stream is.
+        let stream: BoxStream<T> = Box::pin(stream.map(move |r| {
+            let _held = &tenant;
+            r.map_err(bounded)
+        }));
         Ok(Response::from_parts(
             head,
             stream,
@@ -335,21 +356,28 @@ impl FlightService for TidelakeService {
             // A subscription mostly waits: it takes no statement slot, and has no deadline.
             let ticket = ticket.map_err(bounded)?;
             let principal = Self::principal(&request)?;
+            let permit = principal.tenant.open_subscription()?;
             let database = self.auth.session(&principal).database;
-            let sql = Arc::clone(&self.sql);
+            let tenant = Arc::clone(&principal.tenant);
             let resp = self
                 .on_work_stream(None, None, async move {
-                    let stream =
-                        super::changelog::subscribe(sql.engine.catalog(), &database, ticket)
-                            .await?;
+                    let catalog = tenant.engine.catalog();
+                    let stream = super::changelog::subscribe(catalog, &database, ticket).await?;
                     Ok(Response::new(stream))
                 })
                 .await?;
-            let resp = resp.map(|stream| until_shutdown(stream, self.shutdown.clone()));
+            let resp = resp.map(|stream| {
+                let stream = until_shutdown(stream, self.shutdown.clone());
+                // The tenant's subscription slot is held as long as the stream is.
+                Box::pin(stream.map(move |item| {
+                    let _held = &permit;
+                    item
+                })) as BoxStream<_>
+            });
             return Ok(resp);
         }
-        let deadline = self.statement_deadline();
-        let admission = self.admit(&request, deadline).await?;
+        let deadline = Self::statement_deadline(&Self::principal(&request)?);
+        let admission = self.admit(&request, deadline.as_ref()).await?;
         let sql = Arc::clone(&self.sql);
         let resp = self
             .on_work_stream(Some(admission), deadline, async move {
@@ -435,9 +463,13 @@ impl FlightService for TidelakeService {
                         _ => None,
                     };
                     let error = match (name.as_str(), text) {
-                        ("catalog", Some(c)) if c == CATALOG_NAME || c.is_empty() => None,
+                        ("catalog", Some(c))
+                            if c == principal.tenant.engine.catalog_name() || c.is_empty() =>
+                        {
+                            None
+                        }
                         ("schema", Some(db)) => {
-                            match self.sql.engine.catalog().database_exists(&db).await {
+                            match principal.tenant.engine.catalog().database_exists(&db).await {
                                 Ok(true) => {
                                     self.auth.set_database(&principal, db);
                                     None
@@ -460,7 +492,10 @@ impl FlightService for TidelakeService {
                 let mut result = GetSessionOptionsResult::default();
                 result
                     .session_options
-                    .insert("catalog".into(), session::string_value(CATALOG_NAME));
+                    .insert(
+                        "catalog".into(),
+                        session::string_value(principal.tenant.engine.catalog_name()),
+                    );
                 result
                     .session_options
                     .insert("schema".into(), session::string_value(s.database));
@@ -474,7 +509,7 @@ impl FlightService for TidelakeService {
             name if name.starts_with("tidelake.") => {
                 let admission = self.admit(&request, None).await?;
                 let session = self.auth.session(&principal);
-                let (sql, operations) = (Arc::clone(&self.sql), Arc::clone(&self.operations));
+                let tenant = Arc::clone(&principal.tenant);
                 let (name, body, user) = (
                     name.to_string(),
                     action.body.clone(),
@@ -484,9 +519,9 @@ impl FlightService for TidelakeService {
                     let caller = super::admin::Caller {
                         session: &session,
                         user: &user,
-                        operations: &operations,
+                        operations: &tenant.operations,
                     };
-                    match super::admin::run(&sql.engine, &caller, &name, &body).await {
+                    match super::admin::run(&tenant.engine, &caller, &name, &body).await {
                         Some(results) => Ok(Response::new(results?)),
                         None => Err(super::status::status(
                             ErrorKind::Unsupported,

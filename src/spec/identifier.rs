@@ -42,6 +42,18 @@ impl fmt::Display for Identifier {
     }
 }
 
+/// Whether a name read from a request can name a directory under the warehouse root without
+/// leaving it: no separators, NUL or control characters, not `.`-led (no `..`). Narrower than
+/// [`validate_name`] allows on creation, so tables other engines made (e.g. with spaces) load.
+pub fn is_path_safe(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == '\\' || c == '%' || c.is_control())
+}
+
 pub(crate) fn validate_name(what: &str, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 255
@@ -56,5 +68,21 @@ pub(crate) fn validate_name(what: &str, name: &str) -> Result<()> {
             message: format!("invalid {what} name '{name}': use letters, digits, '_' and '-'"),
         }
         .fail()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_unsafe_names() {
+        for bad in ["", ".", "..", "../beta", "a/b", "a\\b", "a\0b", ".hidden", "%2e%2e", "a\nb"] {
+            assert!(!is_path_safe(bad), "{bad:?}");
+        }
+        for good in ["orders", "my table", "t-1", "데이터", "a.b"] {
+            assert!(is_path_safe(good), "{good:?}");
+        }
+        assert!(validate_name("table", "../x").is_err());
     }
 }

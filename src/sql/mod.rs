@@ -218,6 +218,8 @@ fn with_deadline(out: SqlOutput, deadline: tokio::time::Instant, limit: Duration
 #[derive(Clone)]
 pub struct SqlEngine {
     catalog: Catalog,
+    /// The one catalog SQL names (`tidelake`, or the tenant's name).
+    catalog_name: Arc<str>,
     state: SessionState,
     limits: SqlLimits,
 }
@@ -231,11 +233,17 @@ impl std::fmt::Debug for SqlEngine {
 }
 
 impl SqlEngine {
+    /// An engine whose catalog is `tidelake`.
     pub fn new(catalog: Catalog, limits: SqlLimits) -> Result<Self> {
+        Self::named(catalog, limits, CATALOG_NAME)
+    }
+
+    /// An engine whose one catalog is `catalog_name` (a tenant's name); no other is registered.
+    pub fn named(catalog: Catalog, limits: SqlLimits, catalog_name: &str) -> Result<Self> {
         let mut config = SessionConfig::new()
             .with_information_schema(false)
             .with_create_default_catalog_and_schema(false)
-            .with_default_catalog_and_schema(CATALOG_NAME, "default");
+            .with_default_catalog_and_schema(catalog_name, "default");
         {
             let o = config.options_mut();
             // Plain string types everywhere (JDBC < 19 cannot read view types).
@@ -264,7 +272,7 @@ impl SqlEngine {
         let state = builder.build();
         let table_functions = Arc::new(state.table_functions().keys().cloned().collect());
         state.catalog_list().register_catalog(
-            CATALOG_NAME.to_string(),
+            catalog_name.to_string(),
             Arc::new(provider::WarehouseCatalog {
                 catalog: catalog.clone(),
                 table_functions,
@@ -272,6 +280,7 @@ impl SqlEngine {
         );
         Ok(Self {
             catalog,
+            catalog_name: Arc::from(catalog_name),
             state,
             limits,
         })
@@ -279,6 +288,11 @@ impl SqlEngine {
 
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// The name SQL and Flight SQL know the catalog by.
+    pub fn catalog_name(&self) -> &str {
+        &self.catalog_name
     }
 
     fn state_for(&self, session: &SqlSession) -> SessionState {
@@ -505,8 +519,11 @@ impl SqlEngine {
         match parts.as_slice() {
             [t] => Ok(Identifier::new(session.database.clone(), t.clone())),
             [d, t] => Ok(Identifier::new(d.clone(), t.clone())),
-            [c, d, t] if c == CATALOG_NAME => Ok(Identifier::new(d.clone(), t.clone())),
-            [c, _, _] => invalid!("unknown catalog '{c}'; the catalog is '{CATALOG_NAME}'"),
+            [c, d, t] if **c == *self.catalog_name => Ok(Identifier::new(d.clone(), t.clone())),
+            [c, _, _] => invalid!(
+                "unknown catalog '{c}'; the catalog is '{}'",
+                self.catalog_name
+            ),
             _ => invalid!("invalid table name '{name}'"),
         }
     }
@@ -516,7 +533,7 @@ impl SqlEngine {
         let parts = object_name_parts(name)?;
         match parts.as_slice() {
             [d] => Ok(d.clone()),
-            [c, d] if c == CATALOG_NAME => Ok(d.clone()),
+            [c, d] if **c == *self.catalog_name => Ok(d.clone()),
             _ => invalid!("invalid database name '{name}'"),
         }
     }

@@ -28,7 +28,21 @@ pub(super) async fn metadata_statement(
                 Some(ShowStatementIn {
                     parent_name: Some(n),
                     ..
-                }) => object_name_parts(n)?.pop().unwrap_or_default(),
+                }) => {
+                    let mut parts = object_name_parts(n)?;
+                    let db = parts.pop().unwrap_or_default();
+                    match parts.as_slice() {
+                        [] => db,
+                        [c] if c == engine.catalog_name() => db,
+                        _ => {
+                            return crate::error::invalid!(
+                                "unknown catalog '{}'; the catalog is '{}'",
+                                parts.join("."),
+                                engine.catalog_name()
+                            )
+                        }
+                    }
+                }
                 _ => session.database.clone(),
             };
             let tables = engine.catalog().list_tables(&db).await?;

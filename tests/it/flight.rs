@@ -48,10 +48,17 @@ impl Server {
             .map(|(u, role)| {
                 let credential =
                     tidelake::server::auth::password::Credential::Plain("pw".into());
-                (u.to_string(), tidelake::server::auth::User { credential, role })
+                let tenant = tidelake::sql::CATALOG_NAME.to_string();
+                let user = tidelake::server::auth::User {
+                    credential,
+                    role,
+                    tenant,
+                };
+                (u.to_string(), user)
             })
             .collect(),
             auth: Default::default(),
+            tenants: vec![],
             limits: Default::default(),
             work: Default::default(),
         };

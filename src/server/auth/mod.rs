@@ -26,7 +26,8 @@ use sha2::Digest;
 use tonic::Status;
 
 use crate::error::ErrorKind;
-use crate::sql::{Role, SqlSession, CATALOG_NAME};
+use super::tenant::{Tenant, Tenants};
+use crate::sql::{Role, SqlSession};
 use password::Credential;
 use token::{Keys, Refusal};
 
@@ -45,8 +46,8 @@ pub type SessionKey = [u8; 16];
 /// The caller of one request, resolved by the gate before the request touches anything.
 #[derive(Debug, Clone)]
 pub struct Principal {
-    /// The tenant whose catalog this principal sees.
-    pub tenant: Arc<str>,
+    /// The tenant whose catalog this principal sees (and nothing else).
+    pub tenant: Arc<Tenant>,
     /// The config user's name, or an identity provider's `sub`.
     pub subject: String,
     /// `tidelake` for minted tokens, else the identity provider's issuer.
@@ -62,7 +63,7 @@ pub struct Principal {
 impl Principal {
     /// Whose share of the work slots this call takes (one subject of one issuer in one tenant).
     pub fn admission_key(&self) -> String {
-        format!("{}\0{}\0{}", self.tenant, self.issuer, self.subject)
+        format!("{}\0{}\0{}", self.tenant.name, self.issuer, self.subject)
     }
 }
 
@@ -78,6 +79,8 @@ pub struct Resolved {
 pub struct User {
     pub credential: Credential,
     pub role: Role,
+    /// The tenant the user belongs to.
+    pub tenant: String,
 }
 
 /// Token settings (`[auth]`).
@@ -115,6 +118,7 @@ pub struct Authenticator {
     users: HashMap<String, User>,
     keys: Keys,
     options: AuthOptions,
+    tenants: Arc<Tenants>,
     sessions: Mutex<Sessions>,
     /// Password checks running at once (each argon2 check holds 19 MiB and a core for tens
     /// of milliseconds).
@@ -133,7 +137,19 @@ impl From<Refusal> for Status {
 }
 
 impl Authenticator {
-    pub fn new(users: HashMap<String, User>, options: AuthOptions) -> crate::error::Result<Self> {
+    pub fn new(
+        users: HashMap<String, User>,
+        options: AuthOptions,
+        tenants: Arc<Tenants>,
+    ) -> crate::error::Result<Self> {
+        for (name, u) in &users {
+            if tenants.get(&u.tenant).is_none() {
+                return crate::error::invalid!(
+                    "config: user '{name}' belongs to tenant '{}', which is not configured",
+                    u.tenant
+                );
+            }
+        }
         let keys = match &options.keys {
             Some(k) => k.clone(),
             None => Keys::generate()?,
@@ -143,6 +159,7 @@ impl Authenticator {
             users,
             keys,
             options,
+            tenants,
             sessions: Mutex::default(),
             logins: tokio::sync::Semaphore::new(cores.max(2)),
             default_database: "default".into(),
@@ -216,15 +233,16 @@ impl Authenticator {
             tracing::warn!(user, "failed login");
             return Err(unauthenticated("invalid user name or password"));
         };
-        self.mint(user, CATALOG_NAME, found.role)
+        self.mint(user, &found.tenant, found.role)
     }
 
     /// A fresh token for `subject`.
     fn mint(&self, subject: &str, tenant: &str, role: Role) -> Result<Resolved, Status> {
+        let tenant = self.tenant(tenant)?;
         let (token, claims) = token::mint(
             &self.keys,
             subject,
-            tenant,
+            &tenant.name,
             role,
             token::unix_now(),
             self.options.token_ttl.as_secs(),
@@ -232,7 +250,7 @@ impl Authenticator {
         .map_err(super::status::to_status)?;
         Ok(Resolved {
             principal: Principal {
-                tenant: Arc::from(claims.tenant.as_str()),
+                tenant,
                 subject: claims.sub,
                 issuer: Arc::from(token::MINTED_ISSUER),
                 role,
@@ -253,19 +271,24 @@ impl Authenticator {
         let role = claims
             .role()
             .ok_or_else(|| Status::from(Refusal("the token grants no tidelake role")))?;
-        if claims.tenant != CATALOG_NAME {
-            return Err(super::status::status(
-                ErrorKind::PermissionDenied,
-                "the token's tenant is not served here",
-            ));
-        }
         Ok(Principal {
-            tenant: Arc::from(claims.tenant.as_str()),
+            tenant: self.tenant(&claims.tenant)?,
             subject: claims.sub,
             issuer: Arc::from(token::MINTED_ISSUER),
             role,
             session,
             expires_at: claims.exp,
+        })
+    }
+
+    /// The tenant a verified token or a user names.
+    fn tenant(&self, name: &str) -> Result<Arc<Tenant>, Status> {
+        self.tenants.get(name).ok_or_else(|| {
+            let shown: String = name.chars().take(64).collect();
+            super::status::status(
+                ErrorKind::PermissionDenied,
+                format!("tenant '{shown}' is not served here"),
+            )
         })
     }
 
@@ -338,6 +361,7 @@ fn parse_basic(encoded: &str) -> Result<(String, String), Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::CATALOG_NAME;
 
     fn authenticator() -> Authenticator {
         let users = HashMap::from([
@@ -346,6 +370,7 @@ mod tests {
                 User {
                     credential: Credential::Hash(password::hash_password("s3cret").unwrap()),
                     role: Role::Reader,
+                    tenant: CATALOG_NAME.into(),
                 },
             ),
             (
@@ -353,10 +378,11 @@ mod tests {
                 User {
                     credential: Credential::Plain("pw1".into()),
                     role: Role::Admin,
+                    tenant: CATALOG_NAME.into(),
                 },
             ),
         ]);
-        Authenticator::new(users, AuthOptions::default()).unwrap()
+        Authenticator::new(users, AuthOptions::default(), Arc::new(Tenants::in_memory())).unwrap()
     }
 
     fn header(v: &str) -> http::HeaderValue {
@@ -389,7 +415,7 @@ mod tests {
         let bearer = header(&format!("Bearer {token}"));
         let p = a.resolve(Some(&bearer)).await.unwrap().principal;
         assert_eq!((p.subject.as_str(), p.role), ("bob", Role::Admin));
-        assert_eq!(&*p.tenant, CATALOG_NAME);
+        assert_eq!(p.tenant.name, CATALOG_NAME);
         // Session options are per token; CloseSession ends the token here.
         a.set_database(&p, "sales".into());
         assert_eq!(a.session(&p).database, "sales");
@@ -415,12 +441,14 @@ mod tests {
                 User {
                     credential: Credential::Plain("pw".into()),
                     role: Role::Writer,
+                    tenant: CATALOG_NAME.into(),
                 },
             )])
         };
-        let a = Authenticator::new(users(), opts()).unwrap();
-        let b = Authenticator::new(users(), opts()).unwrap();
-        let c = Authenticator::new(users(), AuthOptions::default()).unwrap();
+        let tenants = Arc::new(Tenants::in_memory());
+        let a = Authenticator::new(users(), opts(), Arc::clone(&tenants)).unwrap();
+        let b = Authenticator::new(users(), opts(), Arc::clone(&tenants)).unwrap();
+        let c = Authenticator::new(users(), AuthOptions::default(), tenants).unwrap();
         let token = a.login("bob", "pw").await.unwrap().minted.unwrap();
         let bearer = header(&format!("Bearer {token}"));
         assert_eq!(

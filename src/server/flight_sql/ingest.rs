@@ -10,8 +10,8 @@ impl TidelakeFlightSql {
         cmd: CommandStatementIngest,
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<i64, Status> {
-        let (_, session) = self.session(&request)?;
-        Self::check_catalog(cmd.catalog.as_deref())?;
+        let (p, session) = self.session(&request)?;
+        Self::check_catalog(&p, cmd.catalog.as_deref())?;
         if cmd.temporary {
             return Err(crate::server::status::status(
                 ErrorKind::Unsupported,
@@ -49,7 +49,7 @@ impl TidelakeFlightSql {
                 "ingest into {id}: the stream has no schema"
             )));
         };
-        let catalog = self.engine.catalog();
+        let catalog = p.tenant.engine.catalog();
         let exists = match catalog.load_table(&id).await {
             Ok(_) => true,
             Err(e) if e.kind() == crate::error::ErrorKind::NotFound => false,

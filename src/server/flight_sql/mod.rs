@@ -44,7 +44,7 @@ use super::metadata;
 use super::status::{invalid, to_status};
 use crate::catalog::{Identifier, TableDefinition};
 use crate::error::Result;
-use crate::sql::{Role, SqlEngine, SqlSession, StatementKind, CATALOG_NAME};
+use crate::sql::{Role, SqlEngine, SqlSession, StatementKind};
 use crate::table::{Overwrite, WriteOptions};
 
 mod encode;
@@ -75,7 +75,6 @@ pub(crate) fn principal<T>(req: &Request<T>) -> std::result::Result<Principal, S
 
 /// The Flight SQL side of tidelake.
 pub struct TidelakeFlightSql {
-    pub(crate) engine: SqlEngine,
     pub(crate) auth: Arc<Authenticator>,
     sql_info: SqlInfoData,
     xdbc: XdbcTypeInfoData,
@@ -83,16 +82,13 @@ pub struct TidelakeFlightSql {
 
 impl std::fmt::Debug for TidelakeFlightSql {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TidelakeFlightSql")
-            .field("engine", &self.engine)
-            .finish_non_exhaustive()
+        f.debug_struct("TidelakeFlightSql").finish_non_exhaustive()
     }
 }
 
 impl TidelakeFlightSql {
-    pub fn new(engine: SqlEngine, auth: Arc<Authenticator>) -> Self {
+    pub fn new(auth: Arc<Authenticator>) -> Self {
         Self {
-            engine,
             auth,
             sql_info: metadata::sql_info(),
             xdbc: metadata::xdbc_types(),
@@ -115,14 +111,14 @@ impl TidelakeFlightSql {
         descriptor: FlightDescriptor,
     ) -> std::result::Result<FlightInfo, Status> {
         let first = handle.param_rows()?.into_iter().next().unwrap_or_default();
-        let (kind, schema, _) = self
-            .engine
+        let engine = &principal.tenant.engine;
+        let (kind, schema, _) = engine
             .describe_with(session, &handle.sql, &first)
             .await
             .map_err(to_status)?;
         let schema = match kind {
             StatementKind::Update => {
-                handle.count = Some(self.run_update(&handle, session).await?);
+                handle.count = Some(Self::run_update(engine, &handle, session).await?);
                 crate::sql::count_schema()
             }
             StatementKind::Query => plain_schema(&schema),
@@ -137,19 +133,19 @@ impl TidelakeFlightSql {
 
     /// Runs an update once per bound parameter row (once without parameters).
     async fn run_update(
-        &self,
+        engine: &SqlEngine,
         handle: &Handle,
         session: &SqlSession,
     ) -> std::result::Result<i64, Status> {
         let rows = handle.param_rows()?;
-        self.engine
+        engine
             .execute_update_many(session, &handle.sql, &rows)
             .await
             .map_err(to_status)
     }
 
     async fn run_ticket(
-        &self,
+        engine: &SqlEngine,
         handle: Handle,
         session: &SqlSession,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
@@ -162,8 +158,7 @@ impl TidelakeFlightSql {
             return Ok(Response::new(batch_stream(batch)));
         }
         let params = handle.param_rows()?.into_iter().next().unwrap_or_default();
-        let out = self
-            .engine
+        let out = engine
             .execute(session, &handle.sql, &params)
             .await
             .map_err(to_status)?;
@@ -182,7 +177,8 @@ impl TidelakeFlightSql {
         query: String,
     ) -> std::result::Result<(ActionCreatePreparedStatementResult, bool), Status> {
         let session = self.auth.session(principal);
-        let (kind, schema, params) = self
+        let (kind, schema, params) = principal
+            .tenant
             .engine
             .describe(&session, &query)
             .await
@@ -240,7 +236,8 @@ impl TidelakeFlightSql {
                 ))
             }
         };
-        let (kind, schema, _) = self
+        let (kind, schema, _) = principal
+            .tenant
             .engine
             .describe(&session, &sql)
             .await
@@ -251,23 +248,29 @@ impl TidelakeFlightSql {
         })
     }
 
-    async fn all_tables(&self, databases: &[String]) -> Result<Vec<(String, String)>> {
+    async fn all_tables(
+        catalog: &crate::catalog::Catalog,
+        databases: &[String],
+    ) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
         for db in databases {
-            for t in self.engine.catalog().list_tables(db).await? {
+            for t in catalog.list_tables(db).await? {
                 out.push((db.clone(), t));
             }
         }
         Ok(out)
     }
 
-    fn check_catalog(catalog: Option<&str>) -> std::result::Result<(), Status> {
+    /// NotFound unless `catalog` (when given) is the principal's; the same answer whether or
+    /// not another tenant has that name.
+    fn check_catalog(p: &Principal, catalog: Option<&str>) -> std::result::Result<(), Status> {
+        let own = p.tenant.engine.catalog_name();
         match catalog {
             None | Some("") => Ok(()),
-            Some(c) if c == CATALOG_NAME => Ok(()),
+            Some(c) if c == own => Ok(()),
             Some(c) => Err(super::status::status(
                 ErrorKind::NotFound,
-                format!("unknown catalog '{c}'; the catalog is '{CATALOG_NAME}'"),
+                format!("unknown catalog '{c}'; the catalog is '{own}'"),
             )),
         }
     }
@@ -346,7 +349,7 @@ impl FlightSqlService for TidelakeFlightSql {
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let (p, session) = self.session(&request)?;
         let handle = Handle::open(&ticket.statement_handle, seal::Kind::Ticket, &p, &self.auth)?;
-        self.run_ticket(handle, &session).await
+        Self::run_ticket(&p.tenant.engine, handle, &session).await
     }
 
     async fn do_get_prepared_statement(
@@ -356,7 +359,7 @@ impl FlightSqlService for TidelakeFlightSql {
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let (p, session) = self.session(&request)?;
         let handle = Handle::open(&cmd.prepared_statement_handle, seal::Kind::Handle, &p, &self.auth)?;
-        self.run_ticket(handle, &session).await
+        Self::run_ticket(&p.tenant.engine, handle, &session).await
     }
 
     async fn get_flight_info_catalogs(
@@ -371,10 +374,11 @@ impl FlightSqlService for TidelakeFlightSql {
     async fn do_get_catalogs(
         &self,
         query: CommandGetCatalogs,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
+        let p = principal(&request)?;
         let mut b = query.into_builder();
-        b.append(CATALOG_NAME);
+        b.append(p.tenant.engine.catalog_name());
         let batch = b
             .build()
             .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
@@ -393,19 +397,18 @@ impl FlightSqlService for TidelakeFlightSql {
     async fn do_get_schemas(
         &self,
         query: CommandGetDbSchemas,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
+        let p = principal(&request)?;
+        let engine = &p.tenant.engine;
         let wanted = query.catalog.clone();
         let mut b = query.into_builder();
-        if wanted.as_deref().is_none_or(|c| c == CATALOG_NAME) {
-            for db in self
-                .engine
-                .catalog()
-                .list_databases()
-                .await
-                .map_err(to_status)?
-            {
-                b.append(CATALOG_NAME, db);
+        if wanted
+            .as_deref()
+            .is_none_or(|c| c == engine.catalog_name())
+        {
+            for db in engine.catalog().list_databases().await.map_err(to_status)? {
+                b.append(engine.catalog_name(), db);
             }
         }
         let batch = b
@@ -426,15 +429,17 @@ impl FlightSqlService for TidelakeFlightSql {
     async fn do_get_tables(
         &self,
         query: CommandGetTables,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
+        let p = principal(&request)?;
+        let name = p.tenant.engine.catalog_name();
         let include_schema = query.include_schema;
         let wanted = query.catalog.clone();
         let mut b = query.into_builder();
-        if wanted.as_deref().is_none_or(|c| c == CATALOG_NAME) {
-            let catalog = self.engine.catalog();
+        if wanted.as_deref().is_none_or(|c| c == name) {
+            let catalog = p.tenant.engine.catalog();
             let dbs = catalog.list_databases().await.map_err(to_status)?;
-            for (db, t) in self.all_tables(&dbs).await.map_err(to_status)? {
+            for (db, t) in Self::all_tables(catalog, &dbs).await.map_err(to_status)? {
                 let schema = if include_schema {
                     match catalog
                         .load_table(&Identifier::new(db.clone(), t.clone()))
@@ -447,7 +452,7 @@ impl FlightSqlService for TidelakeFlightSql {
                 } else {
                     Schema::empty()
                 };
-                b.append(CATALOG_NAME, &db, &t, TABLE_TYPE, &schema)
+                b.append(name, &db, &t, TABLE_TYPE, &schema)
                     .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
             }
         }
@@ -512,20 +517,21 @@ impl FlightSqlService for TidelakeFlightSql {
         query: CommandGetPrimaryKeys,
         request: Request<Ticket>,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
-        let (_, session) = self.session(&request)?;
-        Self::check_catalog(query.catalog.as_deref())?;
+        let (p, session) = self.session(&request)?;
+        Self::check_catalog(&p, query.catalog.as_deref())?;
         let db = query
             .db_schema
             .clone()
             .filter(|s| !s.is_empty())
             .unwrap_or(session.database);
         let id = Identifier::new(db.clone(), query.table.clone());
-        let keys = match self.engine.catalog().load_table(&id).await {
+        let keys = match p.tenant.engine.catalog().load_table(&id).await {
             Ok(t) => t.schema().primary_keys.clone(),
             Err(e) if e.kind() == crate::error::ErrorKind::NotFound => vec![],
             Err(e) => return Err(to_status(e)),
         };
-        let batch = metadata::primary_keys_batch(CATALOG_NAME, &db, &query.table, &keys)
+        let batch =
+            metadata::primary_keys_batch(p.tenant.engine.catalog_name(), &db, &query.table, &keys)
             .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         Ok(Response::new(batch_stream(batch)))
     }
@@ -610,14 +616,15 @@ impl FlightSqlService for TidelakeFlightSql {
         ticket: CommandStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<i64, Status> {
-        let (_, session) = self.session(&request)?;
+        let (p, session) = self.session(&request)?;
         if ticket.transaction_id.is_some() {
             return Err(super::status::status(
                 ErrorKind::Unsupported,
                 "transactions are not supported",
             ));
         }
-        self.engine
+        p.tenant
+            .engine
             .execute_update(&session, &ticket.query, &[])
             .await
             .map_err(to_status)
@@ -657,7 +664,7 @@ impl FlightSqlService for TidelakeFlightSql {
         if !params.is_empty() {
             handle.params = encode_params(&params)?;
         }
-        self.run_update(&handle, &session).await
+        Self::run_update(&p.tenant.engine, &handle, &session).await
     }
 
     async fn do_action_create_prepared_statement(

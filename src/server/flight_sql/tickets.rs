@@ -19,7 +19,7 @@ pub(crate) struct Handle {
 
 fn owner(p: &Principal) -> seal::Owner<'_> {
     seal::Owner {
-        tenant: &p.tenant,
+        tenant: &p.tenant.name,
         issuer: &p.issuer,
         subject: &p.subject,
     }
