@@ -4,10 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${TIDELAKE_VENV:-.venv}
-STAMP="$VENV/.tidelake-deps-v5"
-# v5 = v4 + protobuf and grpcio-tools (below); v4 = v3's dependencies + the client package
-# (clients/python). A v3 or v4 environment only gets what it lacks.
-if [ ! -f "$STAMP" ] && { [ -f "$VENV/.tidelake-deps-v4" ] || [ -f "$VENV/.tidelake-deps-v3" ]; } &&
+STAMP="$VENV/.tidelake-deps-v6"
+# v6 = v5 + PyJWT and cryptography (below); v5 = v4 + protobuf and grpcio-tools; v4 = v3's
+# dependencies + the client package (clients/python). An older environment only gets what it lacks.
+if [ ! -f "$STAMP" ] && { [ -f "$VENV/.tidelake-deps-v5" ] || [ -f "$VENV/.tidelake-deps-v4" ] || [ -f "$VENV/.tidelake-deps-v3" ]; } &&
   "$VENV/bin/python" -c "import pypaimon, pyarrow, adbc_driver_flightsql.dbapi, pytest, deltalake, polars" 2>/dev/null; then
   DEPS_PRESENT=1
 else
@@ -35,6 +35,10 @@ if [ ! -f "$STAMP" ]; then
   # range as clients/python/pyproject.toml). grpcio-tools: scripts/gen-proto.sh and the stale check
   # tests/python/test_generated_proto.py, pinned so that regenerating gives the same bytes.
   "$VENV/bin/pip" install --quiet 'protobuf>=6.31.1,<7' 'grpcio-tools==1.76.0' >&2
+  # The auth tests (tests/python/test_auth.py) mint identity-provider tokens (RS256, ES256, EdDSA,
+  # HS256) with PyJWT, whose asymmetric algorithms need cryptography; cryptography also makes the
+  # TLS certificates of the TLS tests.
+  "$VENV/bin/pip" install --quiet 'pyjwt==2.15.1' 'cryptography==50.0.2' >&2
   # The Python client (`import tidelake`: changelog subscriptions), editable, offline: its
   # dependencies (pyarrow, ADBC, protobuf) are installed above. Without setuptools >= 64 and wheel
   # (a venv made offline), a .pth file puts the source directory on the path, which is what an

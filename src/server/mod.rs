@@ -82,6 +82,9 @@ pub struct AuthConfig {
     pub token_ttl_seconds: Option<u64>,
     /// Lifetime of DoGet tickets and prepared-statement handles (default 3600).
     pub ticket_ttl_seconds: Option<u64>,
+    /// `[[auth.issuers]]`: identity providers whose JWTs are accepted as bearer tokens.
+    #[serde(default)]
+    pub issuers: Vec<auth::issuer::IssuerConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -131,6 +134,9 @@ impl ServerConfig {
             .auth
             .signing_key_file
             .map(|f| relative_to(base, &f));
+        for i in &mut config.auth.issuers {
+            i.jwks_file = i.jwks_file.take().map(|f| relative_to(base, &f));
+        }
         for t in &mut config.tenants {
             t.warehouse = t.warehouse.take().map(|w| relative_to(base, &w));
         }
@@ -322,6 +328,7 @@ fn resolve_auth(config: &AuthConfig) -> Result<auth::AuthOptions> {
             "ticket_ttl_seconds",
             defaults.ticket_ttl,
         )?,
+        issuers: config.issuers.clone(),
     })
 }
 

@@ -12,6 +12,7 @@
 //! The gate ([`super::gate`]) calls [`Authenticator::resolve`] once per RPC, before the request
 //! body is read.
 
+pub mod issuer;
 pub mod password;
 pub mod token;
 
@@ -92,6 +93,8 @@ pub struct AuthOptions {
     pub token_ttl: Duration,
     /// Lifetime of tickets and prepared-statement handles (`ticket_ttl_seconds`).
     pub ticket_ttl: Duration,
+    /// Identity providers whose bearer tokens are accepted (`[[auth.issuers]]`).
+    pub issuers: Vec<issuer::IssuerConfig>,
 }
 
 impl Default for AuthOptions {
@@ -100,6 +103,7 @@ impl Default for AuthOptions {
             keys: None,
             token_ttl: Duration::from_secs(3600),
             ticket_ttl: Duration::from_secs(3600),
+            issuers: Vec::new(),
         }
     }
 }
@@ -118,6 +122,7 @@ pub struct Authenticator {
     users: HashMap<String, User>,
     keys: Keys,
     options: AuthOptions,
+    issuers: Vec<issuer::Issuer>,
     tenants: Arc<Tenants>,
     sessions: Mutex<Sessions>,
     /// Password checks running at once (each argon2 check holds 19 MiB and a core for tens
@@ -154,11 +159,20 @@ impl Authenticator {
             Some(k) => k.clone(),
             None => Keys::generate()?,
         };
+        let mut issuers: Vec<issuer::Issuer> = Vec::new();
+        for c in &options.issuers {
+            let i = issuer::Issuer::new(c, |name| std::env::var(name).ok())?;
+            if issuers.iter().any(|o| o.issuer == i.issuer) {
+                return crate::error::invalid!("config: issuer '{}' is listed twice", i.issuer);
+            }
+            issuers.push(i);
+        }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         Ok(Self {
             users,
             keys,
             options,
+            issuers,
             tenants,
             sessions: Mutex::default(),
             logins: tokio::sync::Semaphore::new(cores.max(2)),
@@ -261,24 +275,61 @@ impl Authenticator {
         })
     }
 
-    /// The principal of a bearer token.
+    /// The principal of a bearer token: one tidelake minted, or an identity provider's.
     fn verify(&self, token: &str) -> Result<Principal, Status> {
-        let claims = token::verify(&self.keys, token)?;
+        #[derive(serde::Deserialize)]
+        struct Peek {
+            iss: Option<String>,
+        }
+        let header = token::check_header(token)?;
+        // Only to choose whose keys check the signature; nothing else is read unverified.
+        let iss = jsonwebtoken::dangerous::insecure_decode_claims::<Peek>(token)
+            .map_err(|_| Status::from(Refusal("malformed token")))?
+            .iss;
         let session = session_key(token);
+        let principal = match iss.as_deref() {
+            None => return Err(Refusal("token lacks the 'iss' claim").into()),
+            Some(token::MINTED_ISSUER) => {
+                let claims = token::verify(&self.keys, token)?;
+                let role = claims
+                    .role()
+                    .ok_or_else(|| Status::from(Refusal("the token grants no tidelake role")))?;
+                Principal {
+                    tenant: self.tenant(&claims.tenant)?,
+                    subject: claims.sub,
+                    issuer: Arc::from(token::MINTED_ISSUER),
+                    role,
+                    session,
+                    expires_at: claims.exp,
+                }
+            }
+            Some(name) => {
+                let Some(issuer) = self.issuers.iter().find(|i| i.issuer == name) else {
+                    return Err(Refusal("unknown issuer").into());
+                };
+                let id = issuer.verify(token, &header)?;
+                let denied = |m: &str| super::status::status(ErrorKind::PermissionDenied, m);
+                let tenant = match (id.tenant.as_deref(), self.tenants.implicit()) {
+                    (None, true) => self.tenant(crate::sql::CATALOG_NAME)?,
+                    (None, false) => return Err(denied("the token names no tenant")),
+                    (Some(t), _) => self.tenant(t)?,
+                };
+                Principal {
+                    tenant,
+                    subject: id.subject,
+                    issuer: Arc::from(issuer.issuer.as_str()),
+                    role: id
+                        .role
+                        .ok_or_else(|| denied("the token grants no tidelake role"))?,
+                    session,
+                    expires_at: id.expires_at,
+                }
+            }
+        };
         if self.lock().revoked.contains_key(&session) {
             return Err(Refusal("the session was closed").into());
         }
-        let role = claims
-            .role()
-            .ok_or_else(|| Status::from(Refusal("the token grants no tidelake role")))?;
-        Ok(Principal {
-            tenant: self.tenant(&claims.tenant)?,
-            subject: claims.sub,
-            issuer: Arc::from(token::MINTED_ISSUER),
-            role,
-            session,
-            expires_at: claims.exp,
-        })
+        Ok(principal)
     }
 
     /// The tenant a verified token or a user names.
