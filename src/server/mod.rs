@@ -341,9 +341,12 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         }
         .into_error(e)
     };
+    // Everything the config names (tenants' warehouses, users' tenants, keys, issuers) is opened
+    // and checked before the listening line: a misconfigured server never announces itself.
+    let auth = open(&options).await?;
     let listener = TcpListener::bind(addr).await.map_err(io_err)?;
     let bound = listener.local_addr().map_err(io_err)?;
-    let server = run(listener, &options, shutdown_signal()?);
+    let server = run_opened(listener, &options, auth, shutdown_signal()?);
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -361,17 +364,31 @@ pub async fn run(
     options: &ServeOptions,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<()> {
+    let auth = open(options).await?;
+    run_opened(listener, options, auth, shutdown).await
+}
+
+/// The tenants (each warehouse opened, its `default` database created) and who may call.
+async fn open(options: &ServeOptions) -> Result<Arc<auth::Authenticator>> {
     let tenants = Arc::new(tenant::Tenants::open(
         &options.tenants,
         &options.warehouse,
         &options.limits,
     )?);
     tenants.prepare().await?;
-    let auth = Arc::new(auth::Authenticator::new(
+    Ok(Arc::new(auth::Authenticator::new(
         options.users.clone(),
         options.auth.clone(),
         tenants,
-    )?);
+    )?))
+}
+
+async fn run_opened(
+    listener: TcpListener,
+    options: &ServeOptions,
+    auth: Arc<auth::Authenticator>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<()> {
     let flight_sql = flight_sql::TidelakeFlightSql::new(Arc::clone(&auth));
     let work = crate::runtime::WorkPool::new(options.work);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -2,7 +2,6 @@
 //! driver (its jar is not available here), authentication failures, and error statuses. The
 //! Python suite (`tests/python`) drives the same server with the real ADBC driver and pyarrow.
 
-use std::collections::HashMap;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};

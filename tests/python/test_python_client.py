@@ -89,6 +89,13 @@ def test_error_classification_of_both_transports():
     e = pa.ArrowException("Unknown: Flight returned already exists error, with message: table 't' already "
                           "exists. gRPC client debug context: ALREADY_EXISTS:table 't' already exists. Client context: OK")
     assert isinstance(map_error(e), tidelake.AlreadyExistsError)
+    # RESOURCE_EXHAUSTED reaches pyarrow as ArrowInvalid worded "gRPC returned ...": the phrase wins.
+    e = pa.ArrowInvalid("gRPC returned resource exhausted error, with message: tenant 'acme' has max_subscriptions "
+                        "= 1 open; close one or retry later. gRPC client debug context: RESOURCE_EXHAUSTED:tenant "
+                        "'acme' has max_subscriptions = 1 open. Client context: IOError: Server never sent a data message")
+    m = map_error(e)
+    assert isinstance(m, tidelake.ResourceExhaustedError) and m.code == "RESOURCE_EXHAUSTED"
+    assert str(m) == "tenant 'acme' has max_subscriptions = 1 open; close one or retry later"
     e = flight.FlightUnauthenticatedError("Flight returned unauthenticated error, with message: invalid user name or password")
     m = map_error(e)
     assert isinstance(m, tidelake.UnauthenticatedError) and isinstance(m, flight.FlightUnauthenticatedError)

@@ -62,6 +62,8 @@ from .errors import (
     NotFoundError,
     OutOfRangeError,
     PermissionDeniedError,
+    ResourceExhaustedError,
+    TimedOutError,
     UnauthenticatedError,
     UnavailableError,
     UnsupportedError,
@@ -75,7 +77,8 @@ __all__ = [
     "connect", "decode_progress", "decode_ticket", "encode_ticket", "is_transient", "subscribe",
     "Client", "ROW_KINDS", "Error", "NotFoundError", "AlreadyExistsError", "InvalidArgumentError",
     "OutOfRangeError", "ConflictError", "UnauthenticatedError", "PermissionDeniedError", "UnsupportedError",
-    "UnavailableError", "InternalError", "CancelledError", "OperationProgress", "OperationInfo",
+    "UnavailableError", "InternalError", "CancelledError", "ResourceExhaustedError", "TimedOutError",
+    "OperationProgress", "OperationInfo",
 ]
 
 

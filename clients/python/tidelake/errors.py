@@ -131,7 +131,9 @@ _FLIGHT_PHRASES = {
     "resource exhausted": "RESOURCE_EXHAUSTED", "unavailable": "UNAVAILABLE", "timeout": "DEADLINE_EXCEEDED",
     "timed out": "DEADLINE_EXCEEDED", "cancelled": "CANCELLED", "internal": "INTERNAL", "data loss": "DATA_LOSS",
 }
-_FLIGHT_RE = re.compile(r"Flight returned ([a-z ]+?) error, with message: (.*)", re.S)
+# pyarrow words most codes "Flight returned <phrase> error", some (RESOURCE_EXHAUSTED, surfacing as
+# ArrowInvalid) "gRPC returned <phrase> error".
+_FLIGHT_RE = re.compile(r"(?:Flight|gRPC) returned ([a-z ]+?) error, with message: (.*)", re.S)
 # CANCELLED has its own wording: "Flight cancelled call, with message: <server message>".
 _FLIGHT_CANCELLED_RE = re.compile(r"Flight cancelled call, with message: (.*)", re.S)
 _DEBUG_CONTEXT_RE = re.compile(r"\. gRPC client debug context: ([A-Z_]+):", re.S)

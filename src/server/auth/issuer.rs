@@ -355,7 +355,7 @@ mod tests {
         jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
             &claims,
-            &EncodingKey::from_secret(SECRET.as_bytes()),
+            &EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
         )
         .unwrap()
     }
@@ -400,7 +400,7 @@ mod tests {
         let forged = jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
             &good,
-            &EncodingKey::from_secret(b"another secret of the same kind, long"),
+            &EncodingKey::from_secret(b"another secret of the same kind, long").unwrap(),
         )
         .unwrap();
         assert_eq!(check(&forged).unwrap_err().0, "signature does not verify");

@@ -69,14 +69,15 @@ impl Keys {
         }
         let token = derive(master, b"tidelake token v1");
         let kid = hex::encode(&derive(master, b"tidelake key id v1")[..8]);
+        let internal = |e: jsonwebtoken::errors::Error| {
+            crate::error::InternalSnafu {
+                message: format!("signing key: {e}"),
+            }
+            .build()
+        };
         Ok(Self {
-            encoding: EncodingKey::from_secret(&token),
-            decoding: DecodingKey::from_secret(&token).map_err(|e| {
-                crate::error::InternalSnafu {
-                    message: format!("signing key: {e}"),
-                }
-                .build()
-            })?,
+            encoding: EncodingKey::from_secret(&token).map_err(internal)?,
+            decoding: DecodingKey::from_secret(&token).map_err(internal)?,
             kid,
             ticket: derive(master, b"tidelake ticket v1"),
         })
