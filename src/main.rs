@@ -379,7 +379,10 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             if password.is_empty() {
                 return Err("the password is empty".into());
             }
-            println!("{}", tidelake::server::auth::password::hash_password(&password)?);
+            println!(
+                "{}",
+                tidelake::server::auth::password::hash_password(&password)?
+            );
         }
         Command::Sql {
             sql,

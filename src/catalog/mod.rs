@@ -12,8 +12,8 @@ use crate::schema::SchemaManager;
 use crate::spec::{CoreOptions, DataField, DataType, TableSchema};
 use crate::table::Table;
 
-use crate::spec::identifier::{is_path_safe, validate_name};
 pub use crate::spec::identifier::Identifier;
+use crate::spec::identifier::{is_path_safe, validate_name};
 
 /// What a new table is made of.
 #[derive(Debug, Clone, Default)]
@@ -334,7 +334,10 @@ impl Catalog {
         let path = Self::table_path(id);
         if !is_path_safe(&id.database) || !is_path_safe(&id.table) || !self.io.confined(&path) {
             if is_path_safe(&id.database) && is_path_safe(&id.table) {
-                tracing::warn!(path, "a table directory leads out of the warehouse; ignored");
+                tracing::warn!(
+                    path,
+                    "a table directory leads out of the warehouse; ignored"
+                );
             }
             return NotFoundSnafu {
                 message: format!("table '{id}' does not exist"),
@@ -400,9 +403,9 @@ impl Catalog {
         let safe = is_path_safe(&id.database) && is_path_safe(&id.table) && self.io.confined(&path);
         if !safe
             || SchemaManager::new(self.io.clone(), path.clone())
-            .list_ids()
-            .await?
-            .is_empty()
+                .list_ids()
+                .await?
+                .is_empty()
         {
             if ignore_if_missing {
                 return Ok(());

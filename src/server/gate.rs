@@ -183,7 +183,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(resp.body(), "bob");
-        let minted = resp.headers()["authorization"].to_str().unwrap().to_string();
+        let minted = resp.headers()["authorization"]
+            .to_str()
+            .unwrap()
+            .to_string();
         assert!(minted.starts_with("Bearer "), "{minted}");
         // That token alone is enough on the next call, and no new one is minted.
         let resp = gate.call(call("/s/DoGet", Some(minted))).await.unwrap();

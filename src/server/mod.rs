@@ -130,10 +130,7 @@ impl ServerConfig {
             .parent()
             .unwrap_or(std::path::Path::new(""));
         config.warehouse = config.warehouse.map(|w| relative_to(base, &w));
-        config.auth.signing_key_file = config
-            .auth
-            .signing_key_file
-            .map(|f| relative_to(base, &f));
+        config.auth.signing_key_file = config.auth.signing_key_file.map(|f| relative_to(base, &f));
         for i in &mut config.auth.issuers {
             i.jwks_file = i.jwks_file.take().map(|f| relative_to(base, &f));
         }
@@ -306,6 +303,7 @@ fn resolve_auth(config: &AuthConfig) -> Result<auth::AuthOptions> {
     let keys = match &config.signing_key_file {
         None => None,
         Some(path) => {
+            #[allow(clippy::disallowed_methods)] // One small file read at start-up.
             let bytes = std::fs::read(path).map_err(|e| {
                 crate::error::LocalIoSnafu {
                     path: format!("signing_key_file {path}"),
@@ -322,7 +320,11 @@ fn resolve_auth(config: &AuthConfig) -> Result<auth::AuthOptions> {
     };
     Ok(auth::AuthOptions {
         keys,
-        token_ttl: seconds(config.token_ttl_seconds, "token_ttl_seconds", defaults.token_ttl)?,
+        token_ttl: seconds(
+            config.token_ttl_seconds,
+            "token_ttl_seconds",
+            defaults.token_ttl,
+        )?,
         ticket_ttl: seconds(
             config.ticket_ttl_seconds,
             "ticket_ttl_seconds",

@@ -154,29 +154,53 @@ mod tests {
     fn a_sealed_value_opens_for_its_owner_only() {
         let key = [1u8; 32];
         let s = seal(&key, Kind::Ticket, ALICE, 100, b"SELECT 1");
-        assert_eq!(open(&key, Kind::Ticket, ALICE, 100, &s), Ok(&b"SELECT 1"[..]));
-        assert_eq!(open(&key, Kind::Ticket, ALICE, 101, &s), Err(Refused::Expired));
-        assert_eq!(open(&key, Kind::Handle, ALICE, 0, &s), Err(Refused::NotOurs));
-        assert_eq!(open(&[2u8; 32], Kind::Ticket, ALICE, 0, &s), Err(Refused::NotOurs));
+        assert_eq!(
+            open(&key, Kind::Ticket, ALICE, 100, &s),
+            Ok(&b"SELECT 1"[..])
+        );
+        assert_eq!(
+            open(&key, Kind::Ticket, ALICE, 101, &s),
+            Err(Refused::Expired)
+        );
+        assert_eq!(
+            open(&key, Kind::Handle, ALICE, 0, &s),
+            Err(Refused::NotOurs)
+        );
+        assert_eq!(
+            open(&[2u8; 32], Kind::Ticket, ALICE, 0, &s),
+            Err(Refused::NotOurs)
+        );
         let bob = Owner {
             subject: "bob",
             ..ALICE
         };
-        assert_eq!(open(&key, Kind::Ticket, bob, 0, &s), Err(Refused::OtherOwner));
+        assert_eq!(
+            open(&key, Kind::Ticket, bob, 0, &s),
+            Err(Refused::OtherOwner)
+        );
         let beta = Owner {
             tenant: "beta",
             ..ALICE
         };
-        assert_eq!(open(&key, Kind::Ticket, beta, 0, &s), Err(Refused::OtherOwner));
+        assert_eq!(
+            open(&key, Kind::Ticket, beta, 0, &s),
+            Err(Refused::OtherOwner)
+        );
         // Field boundaries are length-prefixed: "ac"+"me…" is not "acme"+"…".
         let shifted = Owner {
             tenant: "ac",
             issuer: "metidelake",
             subject: "alice",
         };
-        assert_eq!(open(&key, Kind::Ticket, shifted, 0, &s), Err(Refused::OtherOwner));
+        assert_eq!(
+            open(&key, Kind::Ticket, shifted, 0, &s),
+            Err(Refused::OtherOwner)
+        );
         for junk in [&b""[..], b"TLS1", b"{\"sql\":\"SELECT 1\"}"] {
-            assert_eq!(open(&key, Kind::Ticket, ALICE, 0, junk), Err(Refused::NotOurs));
+            assert_eq!(
+                open(&key, Kind::Ticket, ALICE, 0, junk),
+                Err(Refused::NotOurs)
+            );
         }
     }
 

@@ -21,8 +21,8 @@ use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::{Authenticator, Principal};
-use super::gate::MintedToken;
 use super::flight_sql::TidelakeFlightSql;
+use super::gate::MintedToken;
 use super::session::{
     self, CloseSessionResult, GetSessionOptionsResult, OptionValue, SetSessionOptionError,
     SetSessionOptionsRequest, SetSessionOptionsResult,
@@ -118,7 +118,11 @@ impl TidelakeService {
 
     /// A work slot for the caller (its tenant's, then its own share of the server's), waiting
     /// at most until `deadline`.
-    async fn admit<T>(&self, req: &Request<T>, deadline: Option<&Deadline>) -> Result<Slot, Status> {
+    async fn admit<T>(
+        &self,
+        req: &Request<T>,
+        deadline: Option<&Deadline>,
+    ) -> Result<Slot, Status> {
         let p = Self::principal(req)?;
         let key = p.admission_key();
         let admit = async {
@@ -266,8 +270,12 @@ impl FlightService for TidelakeService {
         }
         // Credentials in the handshake payload (Flight's BasicAuth message).
         let mut s = request.into_inner();
-        let no_credentials =
-            || super::status::status(ErrorKind::Unauthenticated, "no credentials in the handshake");
+        let no_credentials = || {
+            super::status::status(
+                ErrorKind::Unauthenticated,
+                "no credentials in the handshake",
+            )
+        };
         let first = s.next().await.ok_or_else(no_credentials)??;
         let basic = BasicAuth::decode(first.payload.as_ref()).map_err(|_| no_credentials())?;
         let resolved = self.auth.login(&basic.username, &basic.password).await?;
@@ -280,7 +288,9 @@ impl FlightService for TidelakeService {
         _request: Request<Criteria>,
     ) -> Result<Response<Self::ListFlightsStream>, Status> {
         // Tables are reached through Flight SQL; there are no standing flights to list.
-        Ok(Response::new(Box::pin(stream::empty()) as Self::ListFlightsStream))
+        Ok(Response::new(
+            Box::pin(stream::empty()) as Self::ListFlightsStream
+        ))
     }
 
     async fn get_flight_info(
@@ -490,12 +500,10 @@ impl FlightService for TidelakeService {
             "GetSessionOptions" => {
                 let s = self.auth.session(&principal);
                 let mut result = GetSessionOptionsResult::default();
-                result
-                    .session_options
-                    .insert(
-                        "catalog".into(),
-                        session::string_value(principal.tenant.engine.catalog_name()),
-                    );
+                result.session_options.insert(
+                    "catalog".into(),
+                    session::string_value(principal.tenant.engine.catalog_name()),
+                );
                 result
                     .session_options
                     .insert("schema".into(), session::string_value(s.database));

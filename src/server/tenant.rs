@@ -79,7 +79,9 @@ impl Tenant {
     /// A slot for one statement: at once when one is free; else waiting (at most as many
     /// callers as the limit wait), else ResourceExhausted naming the limit. `None` when the
     /// tenant has no limit.
-    pub async fn admit_statement(&self) -> std::result::Result<Option<OwnedSemaphorePermit>, Status> {
+    pub async fn admit_statement(
+        &self,
+    ) -> std::result::Result<Option<OwnedSemaphorePermit>, Status> {
         use std::sync::atomic::Ordering;
         let Some(limit) = &self.statements else {
             return Ok(None);
@@ -214,7 +216,10 @@ mod tests {
         .to_string();
         assert!(e.contains("overlap"), "{e}");
         let e = Tenants::open(
-            &[options("a", &a), options("a", &default_warehouse(&root, "a2"))],
+            &[
+                options("a", &a),
+                options("a", &default_warehouse(&root, "a2")),
+            ],
             &root,
             &SqlLimits::default(),
         )
@@ -226,7 +231,10 @@ mod tests {
             .to_string();
         assert!(e.contains("invalid tenant name"), "{e}");
         let t = Tenants::open(
-            &[options("a", &a), options("b", &default_warehouse(&root, "b"))],
+            &[
+                options("a", &a),
+                options("b", &default_warehouse(&root, "b")),
+            ],
             &root,
             &SqlLimits::default(),
         )
@@ -251,7 +259,14 @@ mod tests {
         // The second waits (the queue holds one), the third is refused at once.
         let t2 = Arc::clone(&t);
         let waiting = tokio::spawn(async move { t2.admit_statement().await.map(|p| p.is_some()) });
-        while t.statements.as_ref().unwrap().waiting.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        while t
+            .statements
+            .as_ref()
+            .unwrap()
+            .waiting
+            .load(std::sync::atomic::Ordering::SeqCst)
+            == 0
+        {
             tokio::task::yield_now().await;
         }
         let e = t.admit_statement().await.unwrap_err();

@@ -77,7 +77,9 @@ mod tests {
 
     #[test]
     fn path_unsafe_names() {
-        for bad in ["", ".", "..", "../beta", "a/b", "a\\b", "a\0b", ".hidden", "%2e%2e", "a\nb"] {
+        for bad in [
+            "", ".", "..", "../beta", "a/b", "a\\b", "a\0b", ".hidden", "%2e%2e", "a\nb",
+        ] {
             assert!(!is_path_safe(bad), "{bad:?}");
         }
         for good in ["orders", "my table", "t-1", "데이터", "a.b"] {

@@ -116,9 +116,9 @@ fn java_local_date_time(millis: i64, nanos_of_milli: i32) -> String {
         s.push_str(&format!(":{sec:02}"));
     }
     if nanos != 0 {
-        if nanos % 1_000_000 == 0 {
+        if nanos.is_multiple_of(1_000_000) {
             s.push_str(&format!(".{:03}", nanos / 1_000_000));
-        } else if nanos % 1000 == 0 {
+        } else if nanos.is_multiple_of(1000) {
             s.push_str(&format!(".{:06}", nanos / 1000));
         } else {
             s.push_str(&format!(".{nanos:09}"));

@@ -57,7 +57,16 @@ pub struct SqlLimits {
 /// ingest; an admin also runs DDL (CREATE, DROP, ALTER), `CALL sys.*` procedures, ingests that
 /// create or redefine tables, and the administrative Flight actions that change something.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Deserialize, serde::Serialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Deserialize,
+    serde::Serialize,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Role {

@@ -2,7 +2,6 @@
 //! driver (its jar is not available here), authentication failures, and error statuses. The
 //! Python suite (`tests/python`) drives the same server with the real ADBC driver and pyarrow.
 
-
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow_flight::decode::FlightRecordBatchStream;
@@ -45,8 +44,7 @@ impl Server {
             ]
             .into_iter()
             .map(|(u, role)| {
-                let credential =
-                    tidelake::server::auth::password::Credential::Plain("pw".into());
+                let credential = tidelake::server::auth::password::Credential::Plain("pw".into());
                 let tenant = tidelake::sql::CATALOG_NAME.to_string();
                 let user = tidelake::server::auth::User {
                     credential,
@@ -519,7 +517,10 @@ async fn unauthenticated_calls_are_refused() {
     assert_eq!(err.code(), Code::Unauthenticated, "{err}");
     // Genuine, but issued to another user.
     let err = c
-        .get_flight_info(authed(info(prepared.prepared_statement_handle.clone()), &rw))
+        .get_flight_info(authed(
+            info(prepared.prepared_statement_handle.clone()),
+            &rw,
+        ))
         .await
         .unwrap_err();
     assert!(err.message().contains("another principal"), "{err}");

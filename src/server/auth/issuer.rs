@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Header, Validation};
@@ -17,7 +17,7 @@ use super::token::Refusal;
 use crate::error::{invalid, Result};
 use crate::sql::Role;
 
-/// How often a JWKS file is looked at for changes (at most, and only when a token needs it).
+/// How often a JWKS file is looked at for changes.
 const JWKS_RECHECK: Duration = Duration::from_secs(1);
 
 /// Algorithms an issuer may pin.
@@ -54,11 +54,14 @@ struct KeySet {
     stamp: Option<(SystemTime, u64)>,
 }
 
-/// A JWKS file, re-read when its modification time or length changes; an unreadable or invalid
-/// new version keeps the keys of the last good one (and says so in the log).
+/// A JWKS file, re-read by a watcher thread when its modification time or length changes (looked
+/// at every [`JWKS_RECHECK`]); an unreadable or invalid new version keeps the keys of the last good
+/// one, and says so in the log. Requests only read the current set: no token makes the server
+/// read a file.
 struct JwksFile {
-    path: PathBuf,
-    state: Mutex<(Instant, Arc<KeySet>)>,
+    current: Arc<Mutex<Arc<KeySet>>>,
+    /// Dropped with the issuer, which ends the watcher.
+    _stop: std::sync::mpsc::Sender<()>,
 }
 
 enum Keys {
@@ -144,7 +147,9 @@ fn check_jwk(path: &str, kid: &str, jwk: &Jwk) -> Result<()> {
                 .unwrap_or_default();
             let bits = n.iter().skip_while(|b| **b == 0).count() * 8;
             if bits < 2048 {
-                return invalid!("jwks_file {path}: RSA key '{kid}' has {bits} bits; 2048 at least");
+                return invalid!(
+                    "jwks_file {path}: RSA key '{kid}' has {bits} bits; 2048 at least"
+                );
             }
             Ok(())
         }
@@ -161,50 +166,71 @@ fn stamp(path: &std::path::Path) -> Option<(SystemTime, u64)> {
     Some((m.modified().ok()?, m.len()))
 }
 
+/// One small file read, at start-up or on the watcher thread (never on a request's path).
+#[allow(clippy::disallowed_methods)]
+fn read_jwks(path: &std::path::Path) -> Result<HashMap<String, Key>> {
+    let shown = path.display().to_string();
+    match std::fs::read(path) {
+        Ok(bytes) => parse_jwks(&shown, &bytes),
+        Err(e) => invalid!("jwks_file {shown}: {e}"),
+    }
+}
+
 impl JwksFile {
     fn open(path: &str) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            crate::error::InvalidArgumentSnafu {
-                message: format!("jwks_file {path}: {e}"),
-            }
-            .build()
-        })?;
-        let keys = parse_jwks(path, &bytes)?;
-        let stamp = stamp(std::path::Path::new(path));
+        let path = PathBuf::from(path);
+        let keys = read_jwks(&path)?;
+        let stamp = stamp(&path);
+        let current = Arc::new(Mutex::new(Arc::new(KeySet { keys, stamp })));
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let shared = Arc::clone(&current);
+        std::thread::Builder::new()
+            .name("tidelake-jwks".into())
+            .spawn(move || {
+                // Wakes every JWKS_RECHECK until the issuer is dropped.
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(JWKS_RECHECK)
+                {
+                    reload(&path, &shared);
+                }
+            })
+            .map_err(|e| {
+                crate::error::InternalSnafu {
+                    message: format!("starting the JWKS watcher: {e}"),
+                }
+                .build()
+            })?;
         Ok(Self {
-            path: PathBuf::from(path),
-            state: Mutex::new((Instant::now(), Arc::new(KeySet { keys, stamp }))),
+            current,
+            _stop: stop,
         })
     }
 
-    /// The current keys, re-read first when the file changed (looked at once a second at most).
     fn current(&self) -> Arc<KeySet> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state.0.elapsed() < JWKS_RECHECK {
-            return Arc::clone(&state.1);
+        Arc::clone(&self.current.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Re-reads `path` into `shared` if it changed since the last look.
+fn reload(path: &std::path::Path, shared: &Mutex<Arc<KeySet>>) {
+    let now = stamp(path);
+    let last = shared.lock().unwrap_or_else(|e| e.into_inner()).stamp;
+    if now == last {
+        return;
+    }
+    let shown = path.display().to_string();
+    let mut slot = shared.lock().unwrap_or_else(|e| e.into_inner());
+    match read_jwks(path) {
+        Ok(keys) => {
+            tracing::info!(path = %shown, keys = keys.len(), "JWKS file reloaded");
+            *slot = Arc::new(KeySet { keys, stamp: now });
         }
-        state.0 = Instant::now();
-        let now = stamp(&self.path);
-        if now == state.1.stamp {
-            return Arc::clone(&state.1);
+        Err(e) => {
+            tracing::warn!(path = %shown, error = %e, "JWKS file changed but is not valid; keeping the previous keys");
+            let mut kept = (**slot).clone();
+            kept.stamp = now;
+            *slot = Arc::new(kept);
         }
-        let shown = self.path.display().to_string();
-        match std::fs::read(&self.path)
-            .map_err(|e| e.to_string())
-            .and_then(|b| parse_jwks(&shown, &b).map_err(|e| e.to_string()))
-        {
-            Ok(keys) => {
-                tracing::info!(path = %shown, keys = keys.len(), "JWKS file reloaded");
-                state.1 = Arc::new(KeySet { keys, stamp: now });
-            }
-            Err(e) => {
-                tracing::warn!(path = %shown, error = %e, "JWKS file changed but is not valid; keeping the previous keys");
-                let mut kept = (*state.1).clone();
-                kept.stamp = now;
-                state.1 = Arc::new(kept);
-            }
-        }
-        Arc::clone(&state.1)
     }
 }
 
@@ -233,7 +259,7 @@ impl Issuer {
                 }
             }
         }
-        let hmac = algorithms.iter().any(|a| *a == Algorithm::HS256);
+        let hmac = algorithms.contains(&Algorithm::HS256);
         let keys = match (&c.jwks_file, &c.hs256_secret_env) {
             (Some(file), None) if !hmac => Keys::Jwks(JwksFile::open(file)?),
             (None, Some(env)) if algorithms == [Algorithm::HS256] => {
@@ -384,17 +410,38 @@ mod tests {
             c.as_object_mut().unwrap().remove(k);
             token(c)
         };
-        assert_eq!(check(&with("aud", "other".into())).unwrap_err().0, "wrong audience");
-        assert_eq!(check(&with("iss", "https://evil".into())).unwrap_err().0, "wrong issuer");
-        assert_eq!(check(&without("aud")).unwrap_err().0, "token lacks the 'aud' claim");
-        assert_eq!(check(&without("exp")).unwrap_err().0, "token lacks the 'exp' claim");
-        assert_eq!(check(&with("exp", (now - 31).into())).unwrap_err().0, "token expired");
-        assert!(check(&with("exp", (now - 20).into())).is_ok(), "within the leeway");
+        assert_eq!(
+            check(&with("aud", "other".into())).unwrap_err().0,
+            "wrong audience"
+        );
+        assert_eq!(
+            check(&with("iss", "https://evil".into())).unwrap_err().0,
+            "wrong issuer"
+        );
+        assert_eq!(
+            check(&without("aud")).unwrap_err().0,
+            "token lacks the 'aud' claim"
+        );
+        assert_eq!(
+            check(&without("exp")).unwrap_err().0,
+            "token lacks the 'exp' claim"
+        );
+        assert_eq!(
+            check(&with("exp", (now - 31).into())).unwrap_err().0,
+            "token expired"
+        );
+        assert!(
+            check(&with("exp", (now - 20).into())).is_ok(),
+            "within the leeway"
+        );
         assert_eq!(
             check(&with("nbf", (now + 120).into())).unwrap_err().0,
             "token not yet valid (nbf)"
         );
-        assert_eq!(check(&with("roles", "admin".into())).unwrap().role, Some(Role::Admin));
+        assert_eq!(
+            check(&with("roles", "admin".into())).unwrap().role,
+            Some(Role::Admin)
+        );
         assert_eq!(check(&without("roles")).unwrap().role, None);
         // Signed with another secret.
         let forged = jsonwebtoken::encode(
@@ -414,7 +461,11 @@ mod tests {
             algorithms: vec!["RS256".into()],
             ..Default::default()
         };
-        let err = |c: IssuerConfig| Issuer::new(&c, |_| Some(SECRET.into())).unwrap_err().to_string();
+        let err = |c: IssuerConfig| {
+            Issuer::new(&c, |_| Some(SECRET.into()))
+                .unwrap_err()
+                .to_string()
+        };
         assert!(err(base.clone()).contains("exactly one of jwks_file and hs256_secret_env"));
         let mut c = base.clone();
         c.hs256_secret_env = Some("X".into());
@@ -429,7 +480,9 @@ mod tests {
         let mut c = base;
         c.algorithms = vec!["HS256".into()];
         c.hs256_secret_env = Some("X".into());
-        let e = Issuer::new(&c, |_| Some("short".into())).unwrap_err().to_string();
+        let e = Issuer::new(&c, |_| Some("short".into()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("32 bytes or more"), "{e}");
     }
 
@@ -442,7 +495,11 @@ mod tests {
         let e = parse_jwks("j", small).err().unwrap().to_string();
         assert!(e.contains("2048 at least"), "{e}");
         let nokid = br#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}"#;
-        assert!(parse_jwks("j", nokid).err().unwrap().to_string().contains("no 'kid'"));
+        assert!(parse_jwks("j", nokid)
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("no 'kid'"));
         let ed = br#"{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"e","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}"#;
         assert_eq!(parse_jwks("j", ed).unwrap().len(), 1);
     }

@@ -26,8 +26,8 @@ use base64::Engine;
 use sha2::Digest;
 use tonic::Status;
 
-use crate::error::ErrorKind;
 use super::tenant::{Tenant, Tenants};
+use crate::error::ErrorKind;
 use crate::sql::{Role, SqlSession};
 use password::Credential;
 use token::{Keys, Refusal};
@@ -433,7 +433,12 @@ mod tests {
                 },
             ),
         ]);
-        Authenticator::new(users, AuthOptions::default(), Arc::new(Tenants::in_memory())).unwrap()
+        Authenticator::new(
+            users,
+            AuthOptions::default(),
+            Arc::new(Tenants::in_memory()),
+        )
+        .unwrap()
     }
 
     fn header(v: &str) -> http::HeaderValue {

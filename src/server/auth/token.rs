@@ -197,7 +197,9 @@ pub fn check_header(token: &str) -> std::result::Result<Header, Refusal> {
     }
     let header = jsonwebtoken::decode_header(token).map_err(|_| Refusal("malformed token"))?;
     if header.jku.is_some() || header.x5u.is_some() {
-        return Err(Refusal("jku/x5u headers are refused (keys are never fetched)"));
+        return Err(Refusal(
+            "jku/x5u headers are refused (keys are never fetched)",
+        ));
     }
     if header.jwk.is_some() || header.x5c.is_some() {
         return Err(Refusal("embedded keys are refused"));
@@ -304,7 +306,10 @@ mod tests {
         let e = Keys::from_file_contents("/etc/k", b"short\n")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("signing_key_file /etc/k") && e.contains("32"), "{e}");
+        assert!(
+            e.contains("signing_key_file /etc/k") && e.contains("32"),
+            "{e}"
+        );
         // Subkeys differ from each other and from the master.
         assert_ne!(derive(&[1; 32], b"a"), derive(&[1; 32], b"b"));
     }

@@ -39,8 +39,8 @@ use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::{Authenticator, Principal};
-use super::seal;
 use super::metadata;
+use super::seal;
 use super::status::{invalid, to_status};
 use crate::catalog::{Identifier, TableDefinition};
 use crate::error::Result;
@@ -218,7 +218,13 @@ impl TidelakeFlightSql {
         let sql = match cmd {
             Command::CommandStatementQuery(q) => q.query,
             Command::CommandPreparedStatementQuery(p) => {
-                Handle::open(&p.prepared_statement_handle, seal::Kind::Handle, principal, &self.auth)?.sql
+                Handle::open(
+                    &p.prepared_statement_handle,
+                    seal::Kind::Handle,
+                    principal,
+                    &self.auth,
+                )?
+                .sql
             }
             Command::CommandGetCatalogs(c) => return Ok(c.into_builder().schema()),
             Command::CommandGetDbSchemas(c) => return Ok(c.into_builder().schema()),
@@ -335,7 +341,12 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         let (p, session) = self.session(&request)?;
-        let handle = Handle::open(&cmd.prepared_statement_handle, seal::Kind::Handle, &p, &self.auth)?;
+        let handle = Handle::open(
+            &cmd.prepared_statement_handle,
+            seal::Kind::Handle,
+            &p,
+            &self.auth,
+        )?;
         let info = self
             .statement_info(handle, &p, &session, request.into_inner())
             .await?;
@@ -358,7 +369,12 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<Ticket>,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let (p, session) = self.session(&request)?;
-        let handle = Handle::open(&cmd.prepared_statement_handle, seal::Kind::Handle, &p, &self.auth)?;
+        let handle = Handle::open(
+            &cmd.prepared_statement_handle,
+            seal::Kind::Handle,
+            &p,
+            &self.auth,
+        )?;
         Self::run_ticket(&p.tenant.engine, handle, &session).await
     }
 
@@ -403,10 +419,7 @@ impl FlightSqlService for TidelakeFlightSql {
         let engine = &p.tenant.engine;
         let wanted = query.catalog.clone();
         let mut b = query.into_builder();
-        if wanted
-            .as_deref()
-            .is_none_or(|c| c == engine.catalog_name())
-        {
+        if wanted.as_deref().is_none_or(|c| c == engine.catalog_name()) {
             for db in engine.catalog().list_databases().await.map_err(to_status)? {
                 b.append(engine.catalog_name(), db);
             }
@@ -532,7 +545,7 @@ impl FlightSqlService for TidelakeFlightSql {
         };
         let batch =
             metadata::primary_keys_batch(p.tenant.engine.catalog_name(), &db, &query.table, &keys)
-            .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
+                .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         Ok(Response::new(batch_stream(batch)))
     }
 
@@ -644,7 +657,12 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<DoPutPreparedStatementResult, Status> {
         let p = principal(&request)?;
-        let mut handle = Handle::open(&query.prepared_statement_handle, seal::Kind::Handle, &p, &self.auth)?;
+        let mut handle = Handle::open(
+            &query.prepared_statement_handle,
+            seal::Kind::Handle,
+            &p,
+            &self.auth,
+        )?;
         let params = Self::read_params(request).await?;
         handle.params = encode_params(&params)?;
         handle.count = None;
@@ -659,7 +677,12 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<i64, Status> {
         let (p, session) = self.session(&request)?;
-        let mut handle = Handle::open(&query.prepared_statement_handle, seal::Kind::Handle, &p, &self.auth)?;
+        let mut handle = Handle::open(
+            &query.prepared_statement_handle,
+            seal::Kind::Handle,
+            &p,
+            &self.auth,
+        )?;
         let params = Self::read_params(request).await?;
         if !params.is_empty() {
             handle.params = encode_params(&params)?;

@@ -42,7 +42,8 @@ impl Handle {
         auth: &Authenticator,
     ) -> bytes::Bytes {
         let json = serde_json::to_vec(self).unwrap_or_default();
-        let exp = crate::server::auth::token::unix_now().saturating_add(auth.ticket_ttl().as_secs());
+        let exp =
+            crate::server::auth::token::unix_now().saturating_add(auth.ticket_ttl().as_secs());
         seal::seal(auth.keys().ticket_key(), kind, owner(principal), exp, &json).into()
     }
 
@@ -81,8 +82,7 @@ impl Handle {
                 };
                 crate::server::status::status(code, message)
             })?;
-        serde_json::from_slice(json)
-            .map_err(|_| invalid(format!("malformed {what}")))
+        serde_json::from_slice(json).map_err(|_| invalid(format!("malformed {what}")))
     }
 
     /// The bound parameter rows (one set of values per row).
