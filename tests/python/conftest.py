@@ -160,6 +160,33 @@ def start_server(warehouse, port=0, label="server", config=None, env_extra=None)
     return srv
 
 
+def start_configured(tmp, config_text, label, env_extra=None, password="pw"):
+    """A server on `tmp`/warehouse with the TOML config `config_text` (written to `tmp`/tidelake.toml),
+    in which `{pw}` stands for the argon2 hash of `password`."""
+    cfg = tmp / "tidelake.toml"
+    cfg.write_text(config_text.replace("{pw}", hash_password(password)))
+    return start_server(tmp / "warehouse", config=cfg, label=label, env_extra=env_extra)
+
+
+def stop_cleanly(srv):
+    """Stops `srv` with SIGTERM; it must exit 0."""
+    rc = srv.stop()
+    assert rc == 0, f"server exit {rc}:\n" + srv.stderr_since(0)[-4000:]
+
+
+def latencies_while(busy_threads, probe):
+    """Seconds each `probe()` took, called back to back while any of `busy_threads` runs (then joined);
+    every probe must return a true value."""
+    out = []
+    while any(t.is_alive() for t in busy_threads):
+        started = time.monotonic()
+        assert probe(), "the probe failed"
+        out.append(time.monotonic() - started)
+    for t in busy_threads:
+        t.join()
+    return sorted(out)
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     global _SERVER

@@ -38,12 +38,9 @@ memory_limit_mb = 256
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """(server, admin client, table name): one server for the module, with a small table."""
-    from conftest import hash_password, start_server
+    from conftest import start_configured, stop_cleanly
 
-    tmp = tmp_path_factory.mktemp("hostile")
-    cfg = tmp / "tidelake.toml"
-    cfg.write_text(CONFIG.replace("{pw}", hash_password("pw")))
-    srv = start_server(tmp / "warehouse", config=cfg, label="hostile server")
+    srv = start_configured(tmp_path_factory.mktemp("hostile"), CONFIG, "hostile server")
     admin = tidelake.Client(srv.uri, user="admin", password="pw")
     admin.execute("CREATE TABLE default.t (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1')")
     admin.execute("INSERT INTO default.t VALUES (1, 'a'), (2, 'b')")
@@ -51,8 +48,7 @@ def shared(tmp_path_factory):
         yield srv, admin
     finally:
         admin.close()
-        rc = srv.stop()
-        assert rc == 0, f"server exit {rc}:\n" + srv.stderr_since(0)[-4000:]
+        stop_cleanly(srv)
 
 
 def files(root):
@@ -210,15 +206,10 @@ def test_heavy_queries_end_at_their_timeout_and_do_not_starve_others(shared):
     for t in threads:
         t.start()
     time.sleep(0.5)
-    latencies = []
+    from conftest import latencies_while
+
     with tidelake.Client(srv.uri, user="bob", password="pw") as bob:
-        while any(t.is_alive() for t in threads):
-            started = time.monotonic()
-            assert bob.sql("SELECT 1 AS one").num_rows == 1
-            latencies.append(time.monotonic() - started)
-    for t in threads:
-        t.join()
-    latencies.sort()
+        latencies = latencies_while(threads, lambda: bob.sql("SELECT 1 AS one").num_rows == 1)
     print(f"\nSELECT 1 beside 4 cartesian joins: n={len(latencies)} p50={latencies[len(latencies) // 2] * 1000:.1f} ms "
           f"max={latencies[-1] * 1000:.1f} ms; joins ended: {sorted(outcomes)}")
     assert [o[0] for o in outcomes] == ["RESOURCE_EXHAUSTED"] * 4, outcomes

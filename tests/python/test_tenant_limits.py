@@ -12,6 +12,7 @@ import pytest
 import tidelake
 from tidelake.protocol import encode_ticket
 
+from conftest import latencies_while
 from test_hostile import code_of
 
 CONFIG = """
@@ -42,17 +43,13 @@ BIG_SORT = "SELECT count(*) FROM (SELECT value, count(*) FROM generate_series(1,
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory):
-    from conftest import hash_password, start_server
+    from conftest import start_configured, stop_cleanly
 
-    tmp = tmp_path_factory.mktemp("limits")
-    cfg = tmp / "tidelake.toml"
-    cfg.write_text(CONFIG.replace("{pw}", hash_password("pw")))
-    srv = start_server(tmp / "warehouse", config=cfg, label="limits server")
+    srv = start_configured(tmp_path_factory.mktemp("limits"), CONFIG, "limits server")
     try:
         yield srv
     finally:
-        rc = srv.stop()
-        assert rc == 0, f"server exit {rc}:\n" + srv.stderr_since(0)[-4000:]
+        stop_cleanly(srv)
 
 
 def _run(srv, user, sql, out):
@@ -72,21 +69,14 @@ def test_statements_beyond_the_limit_and_its_queue_are_refused_and_others_are_se
     for t in threads:
         t.start()
         time.sleep(0.2)
-    latencies = []
     with tidelake.Client(srv.uri, user="bob", password="pw") as bob:
-        while any(t.is_alive() for t in threads):
-            started = time.monotonic()
-            assert bob.sql("SELECT 1 AS one").num_rows == 1
-            latencies.append(time.monotonic() - started)
-    for t in threads:
-        t.join()
+        latencies = latencies_while(threads, lambda: bob.sql("SELECT 1 AS one").num_rows == 1)
     codes = sorted(o[0] for o in outcomes)
     # 2 run (and hit the 3 s timeout), 2 wait (and time out while waiting or running), 1 is refused.
     refused = [o for o in outcomes if "max_concurrent_statements = 2" in o[2]]
     assert len(refused) >= 1, outcomes
     assert all(c == "RESOURCE_EXHAUSTED" for c in codes), outcomes
     assert all(o[1] < 15 for o in outcomes), outcomes
-    latencies.sort()
     p95 = latencies[int(len(latencies) * 0.95)] if latencies else None
     print(f"\nbeta SELECT 1 while acme is at max_concurrent_statements: n={len(latencies)} "
           f"p50={latencies[len(latencies) // 2] * 1000:.1f} ms p95={p95 * 1000:.1f} ms max={latencies[-1] * 1000:.1f} ms")

@@ -46,12 +46,9 @@ role = "admin"
 @pytest.fixture(scope="module")
 def tenants(tmp_path_factory):
     """(server, alice's client, bob's client)."""
-    from conftest import hash_password, start_server
+    from conftest import start_configured, stop_cleanly
 
-    tmp = tmp_path_factory.mktemp("tenants")
-    cfg = tmp / "tidelake.toml"
-    cfg.write_text(CONFIG.replace("{pw}", hash_password("pw")))
-    srv = start_server(tmp / "warehouse", config=cfg, label="tenant server")
+    srv = start_configured(tmp_path_factory.mktemp("tenants"), CONFIG, "tenant server")
     alice = tidelake.Client(srv.uri, user="alice", password="pw")
     bob = tidelake.Client(srv.uri, user="bob", password="pw")
     alice.execute("CREATE TABLE default.orders (id BIGINT NOT NULL, item STRING, PRIMARY KEY (id)) WITH ('bucket' = '1')")
@@ -63,8 +60,7 @@ def tenants(tmp_path_factory):
     finally:
         alice.close()
         bob.close()
-        rc = srv.stop()
-        assert rc == 0, f"server exit {rc}:\n" + srv.stderr_since(0)[-4000:]
+        stop_cleanly(srv)
 
 
 def roots(srv):

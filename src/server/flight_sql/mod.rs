@@ -95,6 +95,11 @@ impl TidelakeFlightSql {
         }
     }
 
+    /// The prepared-statement handle in `bytes`, if it was sealed for `p`.
+    fn prepared(&self, bytes: &[u8], p: &Principal) -> std::result::Result<Handle, Status> {
+        Handle::open(bytes, seal::Kind::Handle, p, &self.auth)
+    }
+
     fn session<T>(&self, req: &Request<T>) -> std::result::Result<(Principal, SqlSession), Status> {
         let p = principal(req)?;
         let s = self.auth.session(&p);
@@ -218,13 +223,7 @@ impl TidelakeFlightSql {
         let sql = match cmd {
             Command::CommandStatementQuery(q) => q.query,
             Command::CommandPreparedStatementQuery(p) => {
-                Handle::open(
-                    &p.prepared_statement_handle,
-                    seal::Kind::Handle,
-                    principal,
-                    &self.auth,
-                )?
-                .sql
+                self.prepared(&p.prepared_statement_handle, principal)?.sql
             }
             Command::CommandGetCatalogs(c) => return Ok(c.into_builder().schema()),
             Command::CommandGetDbSchemas(c) => return Ok(c.into_builder().schema()),
@@ -341,12 +340,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         let (p, session) = self.session(&request)?;
-        let handle = Handle::open(
-            &cmd.prepared_statement_handle,
-            seal::Kind::Handle,
-            &p,
-            &self.auth,
-        )?;
+        let handle = self.prepared(&cmd.prepared_statement_handle, &p)?;
         let info = self
             .statement_info(handle, &p, &session, request.into_inner())
             .await?;
@@ -369,12 +363,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<Ticket>,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let (p, session) = self.session(&request)?;
-        let handle = Handle::open(
-            &cmd.prepared_statement_handle,
-            seal::Kind::Handle,
-            &p,
-            &self.auth,
-        )?;
+        let handle = self.prepared(&cmd.prepared_statement_handle, &p)?;
         Self::run_ticket(&p.tenant.engine, handle, &session).await
     }
 
@@ -657,12 +646,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<DoPutPreparedStatementResult, Status> {
         let p = principal(&request)?;
-        let mut handle = Handle::open(
-            &query.prepared_statement_handle,
-            seal::Kind::Handle,
-            &p,
-            &self.auth,
-        )?;
+        let mut handle = self.prepared(&query.prepared_statement_handle, &p)?;
         let params = Self::read_params(request).await?;
         handle.params = encode_params(&params)?;
         handle.count = None;
@@ -677,12 +661,7 @@ impl FlightSqlService for TidelakeFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<i64, Status> {
         let (p, session) = self.session(&request)?;
-        let mut handle = Handle::open(
-            &query.prepared_statement_handle,
-            seal::Kind::Handle,
-            &p,
-            &self.auth,
-        )?;
+        let mut handle = self.prepared(&query.prepared_statement_handle, &p)?;
         let params = Self::read_params(request).await?;
         if !params.is_empty() {
             handle.params = encode_params(&params)?;
