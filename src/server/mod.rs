@@ -17,6 +17,7 @@ pub mod service;
 pub mod session;
 pub mod status;
 pub mod tenant;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -51,6 +52,19 @@ pub struct ServerConfig {
     pub auth: AuthConfig,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
+    pub tls: Option<TlsConfig>,
+}
+
+/// `[tls]`: serve the Flight port over TLS.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The server's certificate chain (PEM).
+    pub cert_file: String,
+    /// Its private key (PEM).
+    pub key_file: String,
+    /// With it, clients must present a certificate this CA signed (mTLS).
+    pub client_ca_file: Option<String>,
 }
 
 /// `[[tenants]]`: a namespace with its own warehouse, catalog and limits.
@@ -131,6 +145,11 @@ impl ServerConfig {
             .unwrap_or(std::path::Path::new(""));
         config.warehouse = config.warehouse.map(|w| relative_to(base, &w));
         config.auth.signing_key_file = config.auth.signing_key_file.map(|f| relative_to(base, &f));
+        if let Some(t) = &mut config.tls {
+            t.cert_file = relative_to(base, &t.cert_file);
+            t.key_file = relative_to(base, &t.key_file);
+            t.client_ca_file = t.client_ca_file.take().map(|f| relative_to(base, &f));
+        }
         for i in &mut config.auth.issuers {
             i.jwks_file = i.jwks_file.take().map(|f| relative_to(base, &f));
         }
@@ -160,6 +179,8 @@ pub struct ServeOptions {
     pub auth: auth::AuthOptions,
     /// Empty: the one implicit tenant `tidelake` on the warehouse root.
     pub tenants: Vec<tenant::TenantOptions>,
+    /// TLS on the Flight port (`[tls]`).
+    pub tls: Option<tls::TlsOptions>,
     pub limits: SqlLimits,
     pub work: crate::runtime::WorkLimits,
 }
@@ -283,9 +304,18 @@ impl ServeOptions {
                 max_subscriptions: Some(t.max_subscriptions.unwrap_or(64)),
             })
             .collect();
+        let tls = match &config.tls {
+            Some(t) => Some(tls::TlsOptions::read(
+                &t.cert_file,
+                &t.key_file,
+                t.client_ca_file.as_deref(),
+            )?),
+            None => None,
+        };
         Ok(Self {
             work,
             tenants,
+            tls,
             warehouse,
             listen: listen
                 .or(config.listen)
@@ -370,8 +400,12 @@ pub async fn run(
     run_opened(listener, options, auth, shutdown).await
 }
 
-/// The tenants (each warehouse opened, its `default` database created) and who may call.
+/// The tenants (each warehouse opened, its `default` database created) and who may call; the
+/// TLS identity checked.
 async fn open(options: &ServeOptions) -> Result<Arc<auth::Authenticator>> {
+    if let Some(t) = &options.tls {
+        builder(Some(t))?;
+    }
     let tenants = Arc::new(tenant::Tenants::open(
         &options.tenants,
         &options.warehouse,
@@ -400,9 +434,7 @@ async fn run_opened(
     .max_decoding_message_size(MAX_MESSAGE_SIZE)
     .max_encoding_message_size(MAX_MESSAGE_SIZE);
     let mut wait_stop = stop_rx.clone();
-    let server = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+    let server = builder(options.tls.as_ref())?
         .layer(gate::GateLayer::new(auth))
         .add_service(service)
         .serve_with_incoming_shutdown(accept_nodelay(listener), async move {
@@ -427,6 +459,26 @@ async fn run_opened(
     }
     drop(stop_rx);
     Ok(())
+}
+
+/// The transport: TCP_NODELAY, keepalive, HTTP/2 limits (header lists of 16 KiB, 256 streams per
+/// connection, a bound on streams reset before they are accepted), and TLS when configured.
+fn builder(tls: Option<&tls::TlsOptions>) -> Result<tonic::transport::Server> {
+    let b = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_max_header_list_size(16 * 1024)
+        .max_concurrent_streams(256)
+        .http2_max_pending_accept_reset_streams(Some(64));
+    match tls {
+        None => Ok(b),
+        Some(t) => b.tls_config(t.server_config()).map_err(|e| {
+            crate::error::InvalidArgumentSnafu {
+                message: format!("config: [tls]: {e}"),
+            }
+            .build()
+        }),
+    }
 }
 
 /// Resolves `--listen` (an address such as `127.0.0.1:50051`, or a host name such as

@@ -31,10 +31,15 @@ struct Server {
 
 impl Server {
     async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// A server whose options `adjust` changes first.
+    async fn start_with(adjust: impl FnOnce(&mut tidelake::server::ServeOptions)) -> Self {
         let scratch = Scratch::new();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let options = tidelake::server::ServeOptions {
+        let mut options = tidelake::server::ServeOptions {
             warehouse: scratch.path().to_string(),
             listen: addr.to_string(),
             users: [
@@ -56,9 +61,11 @@ impl Server {
             .collect(),
             auth: Default::default(),
             tenants: vec![],
+            tls: None,
             limits: Default::default(),
             work: Default::default(),
         };
+        adjust(&mut options);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             tidelake::server::run(listener, &options, async {
@@ -356,6 +363,66 @@ fn strings(batches: &[RecordBatch], col: usize) -> Vec<String> {
 async fn jdbc_call_sequence() {
     let server = Server::start().await;
     let mut c = server.client().await;
+    jdbc_sequence(&mut c).await;
+    server.stop().await;
+}
+
+/// The JDBC driver with `useEncryption=true`: the same call sequence over TLS, trusting the CA
+/// that signed the server's certificate (for `localhost` and 127.0.0.1); a plaintext client to
+/// the TLS port fails to connect and the server stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jdbc_call_sequence_over_tls() {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params =
+        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let tls = tidelake::server::tls::TlsOptions {
+        cert_pem: cert.pem().into_bytes(),
+        key_pem: key.serialize_pem().into_bytes(),
+        client_ca_pem: None,
+    };
+    let server = Server::start_with(|o| o.tls = Some(tls)).await;
+    let endpoint = tonic::transport::Endpoint::from_shared(format!(
+        "https://localhost:{}",
+        server.addr.port()
+    ))
+    .unwrap()
+    .tls_config(
+        tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(ca.pem()))
+            .domain_name("localhost"),
+    )
+    .unwrap();
+    let channel = endpoint.connect().await.unwrap();
+    let mut c = FlightServiceClient::new(channel).max_decoding_message_size(64 * 1024 * 1024);
+    jdbc_sequence(&mut c).await;
+    // Plaintext to the TLS port: no HTTP/2 connection comes up.
+    let plain = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect_timeout(std::time::Duration::from_secs(5));
+    let refused = match plain.connect().await {
+        Err(_) => true,
+        Ok(ch) => FlightServiceClient::new(ch)
+            .list_actions(Request::new(arrow_flight::Empty {}))
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a plaintext client was served on the TLS port");
+    // The TLS client is still served.
+    let token = handshake(&mut c, "jdbc", "pw").await.unwrap();
+    assert!(!token.is_empty());
+    server.stop().await;
+}
+
+/// What the Arrow Flight SQL JDBC driver sends, in its order, on one connection.
+async fn jdbc_sequence(c: &mut FlightServiceClient<Channel>) {
+    let mut c = c.clone();
     // 1. Handshake.
     let token = handshake(&mut c, "jdbc", "pw").await.unwrap();
     // 2. DatabaseMetaData: one GetSqlInfo with no ids (all of them).
@@ -475,7 +542,6 @@ async fn jdbc_call_sequence() {
     assert_eq!(err.code(), Code::NotFound, "{err}");
     let rows = jdbc_query(&mut c, &token, "SELECT count(*) FROM default.j").await;
     assert_eq!(strings(&rows, 0), vec!["2"]);
-    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
