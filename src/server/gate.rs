@@ -5,12 +5,17 @@
 //!
 //! A Handshake without an `authorization` header passes through: its credentials are in the
 //! payload, which the service checks.
+//!
+//! The gate also writes each call's audit line ([`super::audit`]): at once for a refused call,
+//! else when the response body ends (the gRPC status is read from its trailers, or from the
+//! headers of a trailers-only answer) or is dropped (CANCELLED).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use super::audit::{code_name, now_rfc3339, Audit, AuditNote, Record};
 use super::auth::{Authenticator, Principal};
 
 /// A token minted for this call (Basic credentials in the header); the Handshake returns it in
@@ -22,11 +27,12 @@ pub struct MintedToken(pub String);
 #[derive(Debug, Clone)]
 pub struct GateLayer {
     auth: Arc<Authenticator>,
+    audit: Audit,
 }
 
 impl GateLayer {
-    pub fn new(auth: Arc<Authenticator>) -> Self {
-        Self { auth }
+    pub fn new(auth: Arc<Authenticator>, audit: Audit) -> Self {
+        Self { auth, audit }
     }
 }
 
@@ -37,6 +43,7 @@ impl<S> tower_layer::Layer<S> for GateLayer {
         Gate {
             inner,
             auth: Arc::clone(&self.auth),
+            audit: self.audit.clone(),
         }
     }
 }
@@ -46,6 +53,7 @@ impl<S> tower_layer::Layer<S> for GateLayer {
 pub struct Gate<S> {
     inner: S,
     auth: Arc<Authenticator>,
+    audit: Audit,
 }
 
 /// The RPC a request path names (`/arrow.flight.protocol.FlightService/DoGet` → `DoGet`).
@@ -69,11 +77,11 @@ where
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     B: Send + 'static,
-    R: Default + Send + 'static,
+    R: http_body::Body + Default + Unpin + Send + 'static,
 {
-    type Response = http::Response<R>;
+    type Response = http::Response<AuditedBody<R>>;
     type Error = S::Error;
-    type Future = BoxFuture<Result<http::Response<R>, S::Error>>;
+    type Future = BoxFuture<Result<http::Response<AuditedBody<R>>, S::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -84,16 +92,46 @@ where
         let fresh = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, fresh);
         let auth = Arc::clone(&self.auth);
+        let audit = self.audit.clone();
         Box::pin(async move {
+            let started = std::time::Instant::now();
             let method = method_of(req.uri().path()).to_string();
+            let note = Arc::new(AuditNote::default());
+            req.extensions_mut().insert(Arc::clone(&note));
+            let mut record = Record {
+                time: now_rfc3339(),
+                tenant: None,
+                subject: None,
+                issuer: None,
+                method: method.clone(),
+                object: None,
+                status: "UNKNOWN",
+                auth: None,
+                rows: 0,
+                bytes_out: 0,
+                duration_ms: 0,
+                peer: peer_of(req.extensions()),
+            };
             let header = req.headers().get(http::header::AUTHORIZATION).cloned();
             if passes_unresolved(&method, header.is_some()) {
-                return inner.call(req).await;
+                let resp = inner.call(req).await?;
+                return Ok(audited(resp, record, note, audit, started));
             }
             let resolved = match auth.resolve(header.as_ref()).await {
                 Ok(r) => r,
-                Err(status) => return Ok(status.into_http()),
+                Err(status) => {
+                    // Refusal messages are a fixed vocabulary; they never carry the token.
+                    record.status = code_name(status.code());
+                    record.auth = Some(status.message().to_string());
+                    record.duration_ms = started.elapsed().as_millis() as u64;
+                    audit.write(&record.finish(&note));
+                    return Ok(status.into_http::<R>().map(AuditedBody::done));
+                }
             };
+            let p = &resolved.principal;
+            record.tenant = Some(p.tenant.name.clone());
+            record.subject = Some(p.subject.clone());
+            record.issuer = Some(p.issuer.to_string());
             // A Handshake answers with a token: the minted one, or the bearer token it came with.
             let answer = resolved.minted.clone().or_else(|| {
                 (method == "Handshake")
@@ -112,8 +150,132 @@ where
                 resp.headers_mut()
                     .insert(http::header::AUTHORIZATION, value);
             }
-            Ok(resp)
+            Ok(audited(resp, record, note, audit, started))
         })
+    }
+}
+
+/// The peer address tonic recorded for the connection (plain TCP or TLS).
+fn peer_of(ext: &http::Extensions) -> Option<String> {
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+    ext.get::<TcpConnectInfo>()
+        .or_else(|| {
+            ext.get::<TlsConnectInfo<TcpConnectInfo>>()
+                .map(|t| t.get_ref())
+        })
+        .and_then(|c| c.remote_addr())
+        .map(|a| a.to_string())
+}
+
+fn audited<R>(
+    resp: http::Response<R>,
+    record: Record,
+    note: Arc<AuditNote>,
+    audit: Audit,
+    started: std::time::Instant,
+) -> http::Response<AuditedBody<R>> {
+    // A trailers-only answer (an error before any message) has its status in the headers.
+    let status = resp
+        .headers()
+        .get("grpc-status")
+        .map(|v| code_name(tonic::Code::from_bytes(v.as_bytes())));
+    resp.map(|inner| AuditedBody {
+        inner,
+        pending: Some(Pending {
+            record,
+            note,
+            audit,
+            started,
+        }),
+        bytes: 0,
+        status,
+    })
+}
+
+struct Pending {
+    record: Record,
+    note: Arc<AuditNote>,
+    audit: Audit,
+    started: std::time::Instant,
+}
+
+/// A response body that writes the call's audit line when it ends or is dropped; frames pass
+/// through untouched.
+pub struct AuditedBody<R> {
+    inner: R,
+    pending: Option<Pending>,
+    bytes: u64,
+    status: Option<&'static str>,
+}
+
+impl<R> std::fmt::Debug for AuditedBody<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditedBody").finish_non_exhaustive()
+    }
+}
+
+impl<R> AuditedBody<R> {
+    /// A body whose call was audited already.
+    fn done(inner: R) -> Self {
+        Self {
+            inner,
+            pending: None,
+            bytes: 0,
+            status: None,
+        }
+    }
+
+    fn finish(&mut self, fallback: &'static str) {
+        if let Some(p) = self.pending.take() {
+            let mut r = p.record.finish(&p.note);
+            r.status = self.status.unwrap_or(fallback);
+            r.bytes_out = self.bytes;
+            r.duration_ms = p.started.elapsed().as_millis() as u64;
+            p.audit.write(&r);
+        }
+    }
+}
+
+impl<R> Drop for AuditedBody<R> {
+    fn drop(&mut self) {
+        self.finish("CANCELLED");
+    }
+}
+
+impl<R: http_body::Body + Unpin> http_body::Body for AuditedBody<R> {
+    type Data = R::Data;
+    type Error = R::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<R::Data>, R::Error>>> {
+        use bytes::Buf;
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(d) = frame.data_ref() {
+                    self.bytes += d.remaining() as u64;
+                }
+                if let Some(t) = frame.trailers_ref() {
+                    if let Some(v) = t.get("grpc-status") {
+                        self.status = Some(code_name(tonic::Code::from_bytes(v.as_bytes())));
+                    }
+                }
+            }
+            Poll::Ready(Some(Err(_))) => self.finish("INTERNAL"),
+            Poll::Ready(None) => self.finish("OK"),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -159,7 +321,7 @@ mod tests {
         let auth = Arc::new(Authenticator::new(users, AuthOptions::default(), tenants).unwrap());
         let reached = Arc::new(AtomicUsize::new(0));
         let inner = Echo(Arc::clone(&reached));
-        let mut gate = GateLayer::new(auth).layer_service(inner);
+        let mut gate = GateLayer::new(auth, Audit::to_log()).layer_service(inner);
         let call = |path: &str, authorization: Option<String>| {
             let mut b = http::Request::builder().uri(format!("http://x{path}"));
             if let Some(a) = authorization {
@@ -173,7 +335,7 @@ mod tests {
         assert_eq!(reached.load(Ordering::SeqCst), 0);
         // A payload handshake passes unresolved.
         let resp = gate.call(call("/s/Handshake", None)).await.unwrap();
-        assert_eq!(resp.body(), "");
+        assert_eq!(body(resp).await, "");
         assert_eq!(reached.load(Ordering::SeqCst), 1);
         // Basic in the header: resolved, and the minted token comes back in the header.
         use base64::Engine;
@@ -182,16 +344,29 @@ mod tests {
             .call(call("/s/GetFlightInfo", Some(format!("Basic {basic}"))))
             .await
             .unwrap();
-        assert_eq!(resp.body(), "bob");
         let minted = resp.headers()["authorization"]
             .to_str()
             .unwrap()
             .to_string();
         assert!(minted.starts_with("Bearer "), "{minted}");
+        assert_eq!(body(resp).await, "bob");
         // That token alone is enough on the next call, and no new one is minted.
         let resp = gate.call(call("/s/DoGet", Some(minted))).await.unwrap();
-        assert_eq!(resp.body(), "bob");
         assert!(resp.headers().get("authorization").is_none());
+        assert_eq!(body(resp).await, "bob");
+    }
+
+    /// The text of a response body.
+    async fn body(resp: http::Response<AuditedBody<tonic::body::Body>>) -> String {
+        use http_body::Body as _;
+        let mut b = resp.into_body();
+        let mut out = Vec::new();
+        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut b).poll_frame(cx)).await {
+            if let Ok(d) = frame.unwrap().into_data() {
+                out.extend_from_slice(&d);
+            }
+        }
+        String::from_utf8(out).unwrap()
     }
 
     /// Answers with the principal's subject, counting the calls that reach it.
@@ -199,9 +374,9 @@ mod tests {
     struct Echo(Arc<AtomicUsize>);
 
     impl Service<http::Request<()>> for Echo {
-        type Response = http::Response<String>;
+        type Response = http::Response<tonic::body::Body>;
         type Error = std::convert::Infallible;
-        type Future = std::future::Ready<Result<http::Response<String>, Self::Error>>;
+        type Future = std::future::Ready<Result<http::Response<tonic::body::Body>, Self::Error>>;
 
         fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
             Poll::Ready(Ok(()))
@@ -214,7 +389,7 @@ mod tests {
                 .get::<Principal>()
                 .map(|p| p.subject.clone())
                 .unwrap_or_default();
-            std::future::ready(Ok(http::Response::new(who)))
+            std::future::ready(Ok(http::Response::new(tonic::body::Body::new(who))))
         }
     }
 

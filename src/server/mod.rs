@@ -6,6 +6,7 @@
 //! ```
 
 pub mod admin;
+pub mod audit;
 pub mod auth;
 pub mod changelog;
 pub mod flight_sql;
@@ -53,6 +54,15 @@ pub struct ServerConfig {
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
     pub tls: Option<TlsConfig>,
+    pub audit: Option<AuditConfig>,
+}
+
+/// `[audit]`: where the audit lines go.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// JSON lines appended here; without it, log events of target `audit`.
+    pub file: String,
 }
 
 /// `[tls]`: serve the Flight port over TLS.
@@ -145,6 +155,9 @@ impl ServerConfig {
             .unwrap_or(std::path::Path::new(""));
         config.warehouse = config.warehouse.map(|w| relative_to(base, &w));
         config.auth.signing_key_file = config.auth.signing_key_file.map(|f| relative_to(base, &f));
+        if let Some(a) = &mut config.audit {
+            a.file = relative_to(base, &a.file);
+        }
         if let Some(t) = &mut config.tls {
             t.cert_file = relative_to(base, &t.cert_file);
             t.key_file = relative_to(base, &t.key_file);
@@ -181,6 +194,8 @@ pub struct ServeOptions {
     pub tenants: Vec<tenant::TenantOptions>,
     /// TLS on the Flight port (`[tls]`).
     pub tls: Option<tls::TlsOptions>,
+    /// The audit log's file (`[audit] file`); without it, log events of target `audit`.
+    pub audit_file: Option<String>,
     pub limits: SqlLimits,
     pub work: crate::runtime::WorkLimits,
 }
@@ -316,6 +331,7 @@ impl ServeOptions {
             work,
             tenants,
             tls,
+            audit_file: config.audit.map(|a| a.file),
             warehouse,
             listen: listen
                 .or(config.listen)
@@ -375,10 +391,10 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     };
     // Everything the config names (tenants' warehouses, users' tenants, keys, issuers) is opened
     // and checked before the listening line: a misconfigured server never announces itself.
-    let auth = open(&options).await?;
+    let opened = open(&options).await?;
     let listener = TcpListener::bind(addr).await.map_err(io_err)?;
     let bound = listener.local_addr().map_err(io_err)?;
-    let server = run_opened(listener, &options, auth, shutdown_signal()?);
+    let server = run_opened(listener, &options, opened, shutdown_signal()?);
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -396,35 +412,41 @@ pub async fn run(
     options: &ServeOptions,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<()> {
-    let auth = open(options).await?;
-    run_opened(listener, options, auth, shutdown).await
+    let opened = open(options).await?;
+    run_opened(listener, options, opened, shutdown).await
 }
 
 /// The tenants (each warehouse opened, its `default` database created) and who may call; the
 /// TLS identity checked.
-async fn open(options: &ServeOptions) -> Result<Arc<auth::Authenticator>> {
+async fn open(options: &ServeOptions) -> Result<(Arc<auth::Authenticator>, audit::Audit)> {
     if let Some(t) = &options.tls {
         builder(Some(t))?;
     }
+    let audit = match &options.audit_file {
+        Some(f) => audit::Audit::to_file(f)?,
+        None => audit::Audit::to_log(),
+    };
     let tenants = Arc::new(tenant::Tenants::open(
         &options.tenants,
         &options.warehouse,
         &options.limits,
     )?);
     tenants.prepare().await?;
-    Ok(Arc::new(auth::Authenticator::new(
+    let auth = Arc::new(auth::Authenticator::new(
         options.users.clone(),
         options.auth.clone(),
         tenants,
-    )?))
+    )?);
+    Ok((auth, audit))
 }
 
 async fn run_opened(
     listener: TcpListener,
     options: &ServeOptions,
-    auth: Arc<auth::Authenticator>,
+    opened: (Arc<auth::Authenticator>, audit::Audit),
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<()> {
+    let (auth, audit) = opened;
     let flight_sql = flight_sql::TidelakeFlightSql::new(Arc::clone(&auth));
     let work = crate::runtime::WorkPool::new(options.work);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -435,7 +457,7 @@ async fn run_opened(
     .max_encoding_message_size(MAX_MESSAGE_SIZE);
     let mut wait_stop = stop_rx.clone();
     let server = builder(options.tls.as_ref())?
-        .layer(gate::GateLayer::new(auth))
+        .layer(gate::GateLayer::new(auth, audit))
         .add_service(service)
         .serve_with_incoming_shutdown(accept_nodelay(listener), async move {
             let _ = wait_stop.wait_for(|s| *s).await;

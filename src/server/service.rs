@@ -20,6 +20,7 @@ use prost::Message;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::audit::AuditNote;
 use super::auth::{Authenticator, Principal};
 use super::flight_sql::TidelakeFlightSql;
 use super::gate::MintedToken;
@@ -82,6 +83,26 @@ impl Slot {
             None => (None, None),
         }
     }
+}
+
+/// `stream`, adding the rows of each record batch message to the call's audit note.
+fn count_rows(
+    stream: BoxStream<FlightData>,
+    note: Option<Arc<AuditNote>>,
+) -> BoxStream<FlightData> {
+    let Some(note) = note else {
+        return stream;
+    };
+    Box::pin(stream.map(move |item| {
+        if let Ok(data) = &item {
+            let rows = arrow::ipc::root_as_message(&data.data_header)
+                .ok()
+                .and_then(|m| m.header_as_record_batch())
+                .map_or(0, |b| b.length());
+            note.add_rows(u64::try_from(rows).unwrap_or(0));
+        }
+        item
+    }))
 }
 
 fn panic_status(p: Panicked) -> Status {
@@ -269,6 +290,7 @@ impl FlightService for TidelakeService {
             return Ok(handshake_answer(token));
         }
         // Credentials in the handshake payload (Flight's BasicAuth message).
+        let request_note = request.extensions().get::<Arc<AuditNote>>().cloned();
         let mut s = request.into_inner();
         let no_credentials = || {
             super::status::status(
@@ -278,6 +300,9 @@ impl FlightService for TidelakeService {
         };
         let first = s.next().await.ok_or_else(no_credentials)??;
         let basic = BasicAuth::decode(first.payload.as_ref()).map_err(|_| no_credentials())?;
+        if let Some(note) = request_note.as_ref() {
+            note.set_object(format!("login {}", basic.username));
+        }
         let resolved = self.auth.login(&basic.username, &basic.password).await?;
         let token = resolved.minted.unwrap_or_default();
         Ok(handshake_answer(token))
@@ -365,6 +390,7 @@ impl FlightService for TidelakeService {
         if let Some(ticket) = super::changelog::parse_ticket(&request.get_ref().ticket) {
             // A subscription mostly waits: it takes no statement slot, and has no deadline.
             let ticket = ticket.map_err(bounded)?;
+            super::flight_sql::audit_object(&request, || format!("subscribe {}", ticket.table));
             let principal = Self::principal(&request)?;
             let permit = principal.tenant.open_subscription()?;
             let database = self.auth.session(&principal).database;
@@ -388,13 +414,14 @@ impl FlightService for TidelakeService {
         }
         let deadline = Self::statement_deadline(&Self::principal(&request)?);
         let admission = self.admit(&request, deadline.as_ref()).await?;
+        let note = request.extensions().get::<Arc<AuditNote>>().cloned();
         let sql = Arc::clone(&self.sql);
         let resp = self
             .on_work_stream(Some(admission), deadline, async move {
                 FlightService::do_get(sql.as_ref(), request).await
             })
             .await?;
-        Ok(resp)
+        Ok(resp.map(|s| count_rows(s, note)))
     }
 
     async fn do_put(
@@ -417,6 +444,7 @@ impl FlightService for TidelakeService {
     ) -> Result<Response<Self::DoActionStream>, Status> {
         let principal = Self::principal(&request)?;
         let action = request.get_ref();
+        super::flight_sql::audit_object(&request, || format!("action {}", action.r#type));
         let resp = match action.r#type.as_str() {
             "CreatePreparedStatement" => {
                 let any = Any::decode(action.body.as_ref()).map_err(|_| {
@@ -440,6 +468,9 @@ impl FlightService for TidelakeService {
                         "transactions are not supported",
                     ));
                 }
+                super::flight_sql::audit_object(&request, || {
+                    super::audit::statement_object(&cmd.query)
+                });
                 let admission = self.admit(&request, None).await?;
                 let (sql, caller) = (Arc::clone(&self.sql), principal.clone());
                 let (result, is_update) = self

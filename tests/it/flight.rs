@@ -62,6 +62,7 @@ impl Server {
             auth: Default::default(),
             tenants: vec![],
             tls: None,
+            audit_file: None,
             limits: Default::default(),
             work: Default::default(),
         };

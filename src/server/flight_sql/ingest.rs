@@ -30,6 +30,7 @@ impl TidelakeFlightSql {
             .filter(|s| !s.is_empty())
             .unwrap_or(session.database.clone());
         let id = Identifier::new(database, cmd.table.clone());
+        audit_object(&request, || format!("ingest {id}"));
         let opts = cmd.table_definition_options.unwrap_or_default();
         let if_not_exist = TableNotExistOption::try_from(opts.if_not_exist)
             .unwrap_or(TableNotExistOption::Unspecified);

@@ -73,6 +73,13 @@ pub(crate) fn principal<T>(req: &Request<T>) -> std::result::Result<Principal, S
     })
 }
 
+/// Records what `req`'s call is about in its audit line (when the gate put a note there).
+pub(crate) fn audit_object<T>(req: &Request<T>, object: impl FnOnce() -> String) {
+    if let Some(note) = req.extensions().get::<Arc<super::audit::AuditNote>>() {
+        note.set_object(object());
+    }
+}
+
 /// The Flight SQL side of tidelake.
 pub struct TidelakeFlightSql {
     pub(crate) auth: Arc<Authenticator>,
@@ -327,6 +334,7 @@ impl FlightSqlService for TidelakeFlightSql {
                 "transactions are not supported",
             ));
         }
+        audit_object(&request, || super::audit::statement_object(&query.query));
         let handle = Handle::new(query.query);
         let info = self
             .statement_info(handle, &p, &session, request.into_inner())
@@ -354,6 +362,7 @@ impl FlightSqlService for TidelakeFlightSql {
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let (p, session) = self.session(&request)?;
         let handle = Handle::open(&ticket.statement_handle, seal::Kind::Ticket, &p, &self.auth)?;
+        audit_object(&request, || super::audit::statement_object(&handle.sql));
         Self::run_ticket(&p.tenant.engine, handle, &session).await
     }
 
@@ -637,7 +646,15 @@ impl FlightSqlService for TidelakeFlightSql {
         ticket: CommandStatementIngest,
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<i64, Status> {
-        self.ingest(ticket, request).await
+        let note = request
+            .extensions()
+            .get::<Arc<super::audit::AuditNote>>()
+            .cloned();
+        let n = self.ingest(ticket, request).await?;
+        if let Some(note) = note {
+            note.add_rows(u64::try_from(n).unwrap_or(0));
+        }
+        Ok(n)
     }
 
     async fn do_put_prepared_statement_query(
