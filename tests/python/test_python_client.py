@@ -89,6 +89,15 @@ def test_error_classification_of_both_transports():
     e = pa.ArrowException("Unknown: Flight returned already exists error, with message: table 't' already "
                           "exists. gRPC client debug context: ALREADY_EXISTS:table 't' already exists. Client context: OK")
     assert isinstance(map_error(e), tidelake.AlreadyExistsError)
+    # ADBC's own names: UNAUTHORIZED is PermissionDenied, NOT_IMPLEMENTED Unimplemented, TIMEOUT a timeout.
+    for prefix, cls in [("UNAUTHORIZED", tidelake.PermissionDeniedError), ("NOT_IMPLEMENTED", tidelake.UnsupportedError),
+                        ("TIMEOUT", tidelake.TimedOutError), ("IO", tidelake.UnavailableError),
+                        ("INVALID_STATE", tidelake.InvalidArgumentError)]:
+        e = adbc_driver_manager.ProgrammingError(f"{prefix}: [FlightSQL] INSERT needs the writer role",
+                                                 status_code=adbc_driver_manager.AdbcStatusCode.UNKNOWN)
+        m = map_error(e)
+        assert isinstance(m, cls), (prefix, type(m))
+        assert str(m) == "INSERT needs the writer role"
     # RESOURCE_EXHAUSTED reaches pyarrow as ArrowInvalid worded "gRPC returned ...": the phrase wins.
     e = pa.ArrowInvalid("gRPC returned resource exhausted error, with message: tenant 'acme' has max_subscriptions "
                         "= 1 open; close one or retry later. gRPC client debug context: RESOURCE_EXHAUSTED:tenant "

@@ -140,6 +140,11 @@ _DEBUG_CONTEXT_RE = re.compile(r"\. gRPC client debug context: ([A-Z_]+):", re.S
 # ADBC: "NOT_FOUND: [FlightSQL] table 'db.t' does not exist (NotFound; Prepare)". The prefix is ADBC's own
 # status (gRPC codes it has no status for, such as RESOURCE_EXHAUSTED, become INTERNAL); the suffix names the
 # gRPC code, which wins.
+# ADBC's own status names for the gRPC codes they stand for.
+_ADBC_ALIASES = {
+    "UNAUTHORIZED": "PERMISSION_DENIED", "NOT_IMPLEMENTED": "UNIMPLEMENTED", "TIMEOUT": "DEADLINE_EXCEEDED",
+    "IO": "UNAVAILABLE", "INVALID_STATE": "INVALID_ARGUMENT", "INVALID_DATA": "INVALID_ARGUMENT",
+}
 _ADBC_RE = re.compile(r"^([A-Z_]+): (?:\[FlightSQL\] )?(.*)$", re.S)
 _ADBC_SUFFIX_RE = re.compile(r" \(([A-Z][A-Za-z]+); [^\n]*\)$")
 
@@ -164,8 +169,9 @@ def classify(exc: BaseException) -> Optional[Tuple[str, str]]:
         suffix = _ADBC_SUFFIX_RE.search(text)
         grpc = _grpc_code_name(suffix.group(1)) if suffix else None
         m = _ADBC_RE.match(text[:suffix.start()] if suffix else text)
-        if m and m.group(1) in _BY_CODE:
-            return (grpc if grpc in _BY_CODE else m.group(1)), m.group(2)
+        prefix = _ADBC_ALIASES.get(m.group(1), m.group(1)) if m else None
+        if m and prefix in _BY_CODE:
+            return (grpc if grpc in _BY_CODE else prefix), m.group(2)
         return (grpc if grpc in _BY_CODE else _ADBC_STATUS.get(int(status), "UNKNOWN")), text
     m = _FLIGHT_RE.search(text)
     cancelled = None if m else _FLIGHT_CANCELLED_RE.search(text)
