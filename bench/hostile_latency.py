@@ -8,10 +8,8 @@ queries ended.
     .venv/bin/python bench/hostile_latency.py --bin target/release/tidelake --seconds 20
 """
 import argparse
-import os
 import pathlib
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -21,15 +19,15 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "clients" / "python"))
 import tidelake  # noqa: E402
 
+import serve  # noqa: E402  (bench/serve.py)
+
 HEAVY = ("SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b "
          "WHERE a.value + b.value = 7")
 
 
 def start(binary, warehouse, timeout_s):
-    cfg = pathlib.Path(warehouse) / "tidelake.toml"
-    pw = subprocess.run([binary, "hash-password"], input="pw\n", capture_output=True, text=True,
-                        check=True).stdout.strip()
-    cfg.write_text(f"""
+    pw = serve.password_hash(binary)
+    return serve.start(binary, warehouse, f"""
 [[users]]
 name = "heavy"
 password_hash = "{pw}"
@@ -41,20 +39,9 @@ role = "reader"
 [query]
 timeout_seconds = {timeout_s}
 """)
-    proc = subprocess.Popen([binary, "serve", "--warehouse", str(pathlib.Path(warehouse) / "wh"),
-                             "--listen", "127.0.0.1:0", "--config", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    line = proc.stdout.readline().decode()
-    m = re.match(r"tidelake listening on 127\.0\.0\.1:(\d+)", line)
-    if not m:
-        proc.kill()
-        raise SystemExit(f"server did not start: {line!r}")
-    return proc, f"grpc://127.0.0.1:{m.group(1)}"
 
 
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p))] * 1000 if xs else float("nan")
+pct = serve.pct
 
 
 def main():
@@ -116,12 +103,7 @@ def main():
             hwm = re.search(r"VmHWM:\s+(\d+)", status)
             print(f"server peak RSS: {int(hwm.group(1)) // 1024 if hwm else '?'} MB")
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            serve.stop(proc)
 
 
 if __name__ == "__main__":

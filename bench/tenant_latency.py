@@ -11,8 +11,6 @@ what became of acme's joins.
 """
 import argparse
 import pathlib
-import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -22,15 +20,15 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "clients" / "python"))
 import tidelake  # noqa: E402
 
+import serve  # noqa: E402  (bench/serve.py)
+
 HEAVY = ("SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b "
          "WHERE a.value + b.value = 7")
 
 
 def start(binary, tmp, limit, timeout_s):
-    pw = subprocess.run([binary, "hash-password"], input="pw\n", capture_output=True, text=True,
-                        check=True).stdout.strip()
-    cfg = pathlib.Path(tmp) / "tidelake.toml"
-    cfg.write_text(f"""
+    pw = serve.password_hash(binary)
+    return serve.start(binary, tmp, f"""
 [[tenants]]
 name = "acme"
 max_concurrent_statements = {limit}
@@ -48,23 +46,10 @@ password_hash = "{pw}"
 tenant = "beta"
 role = "reader"
 """)
-    proc = subprocess.Popen([binary, "serve", "--warehouse", str(pathlib.Path(tmp) / "wh"),
-                             "--listen", "127.0.0.1:0", "--config", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    line = proc.stdout.readline().decode()
-    m = re.match(r"tidelake listening on 127\.0\.0\.1:(\d+)", line)
-    if not m:
-        proc.kill()
-        raise SystemExit(f"server did not start: {line!r}")
-    return proc, f"grpc://127.0.0.1:{m.group(1)}"
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p))] * 1000 if xs else float("nan")
 
 
 def summary(name, xs):
+    pct = serve.pct
     return (f"{name}: n={len(xs)} p50={pct(xs, .5):.1f} ms p95={pct(xs, .95):.1f} ms "
             f"p99={pct(xs, .99):.1f} ms max={pct(xs, 1):.1f} ms")
 
@@ -128,12 +113,7 @@ def main():
             print(f"beta failures: {len(failed)} {sorted(set(failed))}")
             print(f"acme joins: {outcomes}")
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            serve.stop(proc)
 
 
 if __name__ == "__main__":

@@ -17,33 +17,29 @@ from test_flight_sql import _pb_bytes, flight_sql_command, statement_query
 from test_hostile import files as tree
 
 
+def _varint(buf, i):
+    """The varint at `buf[i:]` and the index after it."""
+    n, shift = 0, 0
+    while True:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, i
+
+
 def _fields(buf):
     """The length-delimited fields of a protobuf message: {field number: bytes} (last one wins)."""
     out, i = {}, 0
     while i < len(buf):
-        key, shift = 0, 0
-        while True:
-            b = buf[i]
-            i += 1
-            key |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        key, i = _varint(buf, i)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            while buf[i] & 0x80:
-                i += 1
-            i += 1
+            _, i = _varint(buf, i)
             continue
         assert wire == 2, wire
-        n, shift = 0, 0
-        while True:
-            b = buf[i]
-            i += 1
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        n, i = _varint(buf, i)
         out[field] = bytes(buf[i:i + n])
         i += n
     return out
