@@ -278,3 +278,48 @@ def test_tenant_configuration_errors_stop_the_server(tmp_path):
             srv.stop()
             pytest.fail(f"started with {text!r}")
         assert expected in str(e.value), str(e.value)[-2000:]
+
+
+def test_another_tenants_operations_are_invisible_and_uncancellable(tenants):
+    """While alice's compaction runs, bob's list_operations does not show it and bob's cancel of its id
+    is NOT_FOUND (the same answer as for an id nobody has); alice's own cancel then ends it."""
+    import threading
+
+    from tidelake.admin import Admin
+
+    srv, alice, _ = tenants
+    alice.execute("CREATE TABLE default.big (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) "
+                  "WITH ('bucket' = '32', 'write-only' = 'true')")
+    for c in range(3):
+        alice.execute(f"INSERT INTO default.big SELECT value, concat('v', CAST(value AS VARCHAR), '-{c}') "
+                      f"FROM generate_series({c * 300000}, {c * 300000 + 599999})")
+    compacting, reports, outcome = threading.Event(), [], {}
+
+    def on_progress(p):
+        reports.append(p)
+        if p.phase == "compacting buckets":
+            compacting.set()
+
+    with Admin(srv.uri, user="alice", password="pw") as a, Admin(srv.uri, user="bob", password="pw") as b:
+        def run():
+            try:
+                outcome["result"] = a.compact("default.big", full=True, progress=on_progress)
+            except Exception as e:  # handed to the test thread
+                outcome["error"] = e
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        try:
+            assert compacting.wait(120), (reports, outcome)
+            op_id = reports[0].operation_id
+            with Admin(srv.uri, user="alice", password="pw") as own:
+                assert op_id in [o.operation_id for o in own.list_operations()]
+                assert b.list_operations() == []
+                with pytest.raises(tidelake.NotFoundError):
+                    b.cancel(op_id)
+                # Still running after bob's attempts (so they saw it running), and alice may cancel it.
+                cancelled = own.cancel(op_id)
+                assert cancelled.operation_id == op_id and cancelled.cancelling
+        finally:
+            worker.join(120)
+    assert isinstance(outcome.get("error"), tidelake.CancelledError), outcome
