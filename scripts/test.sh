@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/setup-python.sh | tail -n 1)
 export TIDELAKE_PYTHON="$PWD/$PY"
-export TIDELAKE_FIXTURES="${TIDELAKE_FIXTURES:-$PWD/../shared/fixtures/paimon-2.1}"
+# The golden Paimon tables pypaimon 2.1 wrote (tests/fixtures/paimon-2.1/make_fixtures.py makes them).
+export TIDELAKE_FIXTURES="${TIDELAKE_FIXTURES:-$PWD/tests/fixtures/paimon-2.1}"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # --workspace covers the client crate with the server's features, so arrow-flight and tonic compile

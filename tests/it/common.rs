@@ -203,11 +203,12 @@ pub(crate) fn paimon_rows(wh: &str, table: &str, snapshot: Option<i64>) -> Vec<V
     )
 }
 
-/// The golden fixtures written by pypaimon 2.1.
+/// The golden fixtures written by pypaimon 2.1 (kept in the repository, `tests/fixtures/paimon-2.1`;
+/// `TIDELAKE_FIXTURES` points elsewhere).
 pub(crate) fn fixtures_dir() -> PathBuf {
     match std::env::var("TIDELAKE_FIXTURES") {
         Ok(p) => PathBuf::from(p),
-        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/paimon-2.1"),
+        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/paimon-2.1"),
     }
 }
 

@@ -1,5 +1,5 @@
-//! Golden tables written by pypaimon 2.1 (`../shared/fixtures/paimon-2.1`): every table read at
-//! every snapshot equals `EXPECTED.md`, and every manifest file decodes and re-encodes losslessly.
+//! Golden tables written by pypaimon 2.1 (`tests/fixtures/paimon-2.1`, kept in the repository): every
+//! table read at every snapshot equals `EXPECTED.md`, and every manifest file decodes and re-encodes losslessly.
 
 use std::collections::BTreeMap;
 
