@@ -349,7 +349,11 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
         .warehouse
         .clone()
         .unwrap_or_else(|| "./warehouse".to_string());
-    let open = move || Catalog::open(&warehouse);
+    // Commands that create a table or run SQL create the warehouse; every other one reads or
+    // changes tables that must exist, so a mistyped path is an error naming it.
+    let creating = warehouse.clone();
+    let open_creating = move || Catalog::open(&creating);
+    let open = move || Catalog::open_existing(&warehouse);
     match args.command {
         Command::Serve { listen, config } => {
             let config = match &config {
@@ -389,7 +393,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             database,
             format,
         } => {
-            let catalog = open()?;
+            let catalog = open_creating()?;
             catalog.create_database("default", true).await?;
             let engine = tidelake::sql::SqlEngine::new(catalog, Default::default())?;
             let session = tidelake::sql::SqlSession {
@@ -411,7 +415,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             comment,
             if_not_exists,
         } => {
-            let catalog = open()?;
+            let catalog = open_creating()?;
             let id = Identifier::parse(&table)?;
             let def = TableDefinition {
                 columns: TableDefinition::parse_columns(&schema)?,

@@ -225,6 +225,11 @@ impl Catalog {
         Ok(Self::new(FileIo::open(uri)?))
     }
 
+    /// Opens a warehouse that must exist already (see [`FileIo::open_existing`]).
+    pub fn open_existing(uri: &str) -> Result<Self> {
+        Ok(Self::new(FileIo::open_existing(uri)?))
+    }
+
     pub fn io(&self) -> &FileIo {
         &self.io
     }

@@ -45,6 +45,25 @@ pub struct FileIo {
 }
 
 impl FileIo {
+    /// Opens a warehouse that must exist already: a local directory that is missing is an
+    /// error naming it (a mistyped path for a read is never silently created).
+    pub fn open_existing(uri: &str) -> Result<Self> {
+        let local = uri.strip_prefix("file://").unwrap_or(uri);
+        if !uri.contains("://") || uri.starts_with("file://") {
+            let path = std::path::Path::new(local);
+            if !path.is_dir() {
+                return crate::error::NotFoundSnafu {
+                    message: format!(
+                        "warehouse {} does not exist (no such directory)",
+                        path.display()
+                    ),
+                }
+                .fail();
+            }
+        }
+        Self::open(uri)
+    }
+
     /// Opens a warehouse: `memory://` for an in-memory store, `file:///abs/dir` or a plain path
     /// for a local directory (created if missing).
     pub fn open(uri: &str) -> Result<Self> {

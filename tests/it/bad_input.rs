@@ -288,6 +288,43 @@ async fn truncated_snapshot_and_corrupt_manifest_name_the_file_and_block_commits
     assert_eq!(err.kind(), ErrorKind::Internal);
 }
 
+/// A read command on a mistyped local warehouse says which path is missing and creates nothing;
+/// `create-table` creates the warehouse.
+#[test]
+fn cli_read_commands_do_not_create_a_mistyped_warehouse() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("wherehouse");
+    let exe = env!("CARGO_BIN_EXE_tidelake");
+    for args in [&["tables"][..], &["snapshots", "db.t"], &["scan", "db.t"]] {
+        let out = Command::new(exe)
+            .arg("--warehouse")
+            .arg(&missing)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            err.contains("wherehouse") && err.contains("does not exist"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!missing.exists(), "{args:?} created the warehouse");
+    }
+    let out = Command::new(exe)
+        .arg("--warehouse")
+        .arg(&missing)
+        .args(["create-table", "db.t", "--schema", "id BIGINT"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(missing.is_dir());
+}
+
 #[test]
 fn cli_reports_one_line_and_commits_nothing_on_a_bad_file() {
     let dir = tempfile::tempdir().unwrap();
