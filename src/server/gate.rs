@@ -6,6 +6,8 @@
 //! A Handshake without an `authorization` header passes through: its credentials are in the
 //! payload, which the service checks.
 //!
+//! Health checks (`grpc.health.v1`) pass without credentials and without an audit line.
+//!
 //! The gate also writes each call's audit line ([`super::audit`]): at once for a refused call,
 //! else when the response body ends (the gRPC status is read from its trailers, or from the
 //! headers of a trailers-only answer) or is dropped (CANCELLED).
@@ -61,9 +63,13 @@ pub fn method_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
+/// The health service's path prefix: open to load balancers and orchestrators, which hold no
+/// credentials (it tells only whether the server serves).
+const HEALTH: &str = "/grpc.health.v1.Health/";
+
 /// Whether the gate lets a request through without resolving a principal first.
-fn passes_unresolved(method: &str, has_authorization: bool) -> bool {
-    method == "Handshake" && !has_authorization
+fn passes_unresolved(path: &str, has_authorization: bool) -> bool {
+    path.starts_with(HEALTH) || (method_of(path) == "Handshake" && !has_authorization)
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -113,7 +119,11 @@ where
                 peer: peer_of(req.extensions()),
             };
             let header = req.headers().get(http::header::AUTHORIZATION).cloned();
-            if passes_unresolved(&method, header.is_some()) {
+            if req.uri().path().starts_with(HEALTH) {
+                // Probes every few seconds from each load balancer: not audited.
+                return Ok(inner.call(req).await?.map(AuditedBody::done));
+            }
+            if passes_unresolved(req.uri().path(), header.is_some()) {
                 let resp = inner.call(req).await?;
                 return Ok(audited(resp, record, note, audit, started));
             }
@@ -302,9 +312,13 @@ mod tests {
             method_of("/arrow.flight.protocol.FlightService/DoGet"),
             "DoGet"
         );
-        assert!(passes_unresolved("Handshake", false));
-        assert!(!passes_unresolved("Handshake", true));
-        assert!(!passes_unresolved("DoPut", false));
+        let flight = "/arrow.flight.protocol.FlightService/";
+        assert!(passes_unresolved(&format!("{flight}Handshake"), false));
+        assert!(!passes_unresolved(&format!("{flight}Handshake"), true));
+        assert!(!passes_unresolved(&format!("{flight}DoPut"), false));
+        assert!(passes_unresolved("/grpc.health.v1.Health/Check", false));
+        assert!(passes_unresolved("/grpc.health.v1.Health/Watch", true));
+        assert!(!passes_unresolved("/grpc.health.v1.HealthX/Check", false));
     }
 
     #[tokio::test]

@@ -450,6 +450,11 @@ async fn run_opened(
     let flight_sql = flight_sql::TidelakeFlightSql::new(Arc::clone(&auth));
     let work = crate::runtime::WorkPool::new(options.work);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // grpc.health.v1: SERVING now that the warehouses are open; NOT_SERVING while draining.
+    let (mut health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<FlightServiceServer<service::TidelakeService>>()
+        .await;
     let service = FlightServiceServer::new(
         service::TidelakeService::new(flight_sql, work).with_shutdown(stop_rx.clone()),
     )
@@ -458,6 +463,7 @@ async fn run_opened(
     let mut wait_stop = stop_rx.clone();
     let server = builder(options.tls.as_ref())?
         .layer(gate::GateLayer::new(auth, audit))
+        .add_service(health_service)
         .add_service(service)
         .serve_with_incoming_shutdown(accept_nodelay(listener), async move {
             let _ = wait_stop.wait_for(|s| *s).await;
@@ -474,6 +480,7 @@ async fn run_opened(
         _ = shutdown => {}
     }
     tracing::info!("shutting down: finishing in-flight calls");
+    drain_health(&mut health).await;
     let _ = stop_tx.send(true);
     match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
         Ok(r) => r.map_err(server_err)?,
@@ -500,6 +507,23 @@ fn builder(tls: Option<&tls::TlsOptions>) -> Result<tonic::transport::Server> {
             }
             .build()
         }),
+    }
+}
+
+/// Tells health watchers the server is draining (NOT_SERVING), then ends their Watch streams, which
+/// would otherwise hold the graceful shutdown open.
+async fn drain_health(health: &mut tonic_health::server::HealthReporter) {
+    use tonic::server::NamedService;
+    let flight = <FlightServiceServer<service::TidelakeService> as NamedService>::NAME;
+    for name in ["", flight] {
+        health
+            .set_service_status(name, tonic_health::ServingStatus::NotServing)
+            .await;
+    }
+    // Long enough for a Watch stream to send the change before it is closed.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for name in ["", flight] {
+        health.clear_service_status(name).await;
     }
 }
 
