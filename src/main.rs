@@ -27,8 +27,17 @@ struct Args {
     /// Warehouse root: a directory (default ./warehouse, or the config's for `serve`) or memory://.
     #[arg(long, global = true, env = "TIDELAKE_WAREHOUSE")]
     warehouse: Option<String>,
+    /// How log lines (stderr) are written: `text`, or `json` (one object per line).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "TIDELAKE_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -279,10 +288,16 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("TIDELAKE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
+    // Colours only for a terminal; JSON lines when asked (for log shippers).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let log = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(ansi);
+    match args.log_format {
+        LogFormat::Text => log.init(),
+        LogFormat::Json => log.json().with_ansi(false).init(),
+    }
     let runtime = match tidelake::runtime::io_runtime() {
         Ok(rt) => rt,
         Err(e) => {
