@@ -13,36 +13,14 @@ import pyarrow.flight as flight
 import pytest
 
 from conftest import PASSWORD, USER, hash_password
+from tidelake.flight_sql import decode_fields
 from test_flight_sql import _pb_bytes, flight_sql_command, statement_query
 from test_hostile import files as tree
 
 
-def _varint(buf, i):
-    """The varint at `buf[i:]` and the index after it."""
-    n, shift = 0, 0
-    while True:
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return n, i
-
-
 def _fields(buf):
-    """The length-delimited fields of a protobuf message: {field number: bytes} (last one wins)."""
-    out, i = {}, 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            _, i = _varint(buf, i)
-            continue
-        assert wire == 2, wire
-        n, i = _varint(buf, i)
-        out[field] = bytes(buf[i:i + n])
-        i += n
-    return out
+    """The last value of each field of a protobuf message (the client's decoder)."""
+    return {n: vs[-1] for n, vs in decode_fields(buf).items()}
 
 
 def prepared_handle(client, options, sql):
