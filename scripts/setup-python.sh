@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${TIDELAKE_VENV:-.venv}
 STAMP="$VENV/.tidelake-deps-v6"
+# v7 (its own step at the end) = v6 + moto's S3 server.
 # v6 = v5 + PyJWT and cryptography (below); v5 = v4 + protobuf and grpcio-tools; v4 = v3's
 # dependencies + the client package (clients/python). An older environment only gets what it lacks.
 if [ ! -f "$STAMP" ] && { [ -f "$VENV/.tidelake-deps-v5" ] || [ -f "$VENV/.tidelake-deps-v4" ] || [ -f "$VENV/.tidelake-deps-v3" ]; } &&
@@ -51,5 +52,13 @@ if [ ! -f "$STAMP" ]; then
   fi
   "$VENV/bin/python" -c "import tidelake" >&2
   touch "$STAMP"
+fi
+if [ ! -f "$VENV/.tidelake-deps-v7" ]; then
+  # moto's S3 server (`python -m moto.server`): the object store of the s3:// tests
+  # (tests/python/test_s3.py and tests/it/s3.rs start it on 127.0.0.1). pyarrow's own S3 filesystem
+  # is what pypaimon's fs.s3.* options drive, so nothing else is needed for the interop tests.
+  "$VENV/bin/pip" install --quiet 'moto[server]==5.2.5' >&2
+  "$VENV/bin/python" -c "import moto.server, flask" >&2
+  touch "$VENV/.tidelake-deps-v7"
 fi
 echo "$VENV/bin/python"

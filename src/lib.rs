@@ -28,6 +28,7 @@ pub mod error;
 pub mod io;
 pub mod lsm;
 pub mod manifest;
+pub mod metrics;
 pub mod runtime;
 pub mod schema;
 pub mod server;

@@ -21,10 +21,11 @@ use tidelake::{Catalog, Identifier, TableDefinition};
 #[command(
     name = "tidelake",
     version,
-    about = "Apache Paimon tables on a local warehouse"
+    about = "Apache Paimon tables on a local or S3 warehouse"
 )]
 struct Args {
-    /// Warehouse root: a directory (default ./warehouse, or the config's for `serve`) or memory://.
+    /// Warehouse root: a directory (default ./warehouse, or the config's for `serve`),
+    /// s3://BUCKET/PREFIX (settings from the AWS_* environment variables) or memory://.
     #[arg(long, global = true, env = "TIDELAKE_WAREHOUSE")]
     warehouse: Option<String>,
     /// How log lines (stderr) are written: `text`, or `json` (one object per line).
@@ -286,7 +287,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // `TIDELAKE_LOG`, else `RUST_LOG` (the same syntax), else warnings only.
     let filter = tracing_subscriber::EnvFilter::try_from_env("TIDELAKE_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_env("RUST_LOG"))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Colours only for a terminal; JSON lines when asked (for log shippers).
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());

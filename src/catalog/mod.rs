@@ -225,6 +225,11 @@ impl Catalog {
         Ok(Self::new(FileIo::open(uri)?))
     }
 
+    /// [`Catalog::open`] with `[storage]` settings for object-store warehouses.
+    pub fn open_with(uri: &str, storage: &crate::io::StorageOptions) -> Result<Self> {
+        Ok(Self::new(FileIo::open_with(uri, storage)?))
+    }
+
     /// Opens a warehouse that must exist already (see [`FileIo::open_existing`]).
     pub fn open_existing(uri: &str) -> Result<Self> {
         Ok(Self::new(FileIo::open_existing(uri)?))

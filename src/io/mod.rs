@@ -2,9 +2,15 @@
 //! write-once primitive commits rely on.
 //!
 //! Paths handed to [`FileIo`] are relative to the warehouse root and use `/`. Object stores are
-//! reached through `object_store`; on a local directory writes bypass it so they can be made
-//! durable: the bytes go to a temporary file that is fsynced, then renamed (overwrite) or
-//! hard-linked (create-if-absent) into place, and the directory is fsynced.
+//! reached through `object_store` (`s3://` warehouses: [`s3`]); on a local directory writes bypass
+//! it so they can be made durable: the bytes go to a temporary file that is fsynced, then renamed
+//! (overwrite) or hard-linked (create-if-absent) into place, and the directory is fsynced.
+//!
+//! Listings skip zero-byte "directory marker" objects (`db.db/`, which pyarrow and so pypaimon
+//! leave on object stores): they are neither files nor tables.
+
+mod metered;
+pub mod s3;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,6 +24,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use snafu::ResultExt;
 
 use crate::error::{InvalidArgumentSnafu, LocalIoSnafu, Result, StorageSnafu};
+pub use s3::StorageOptions;
 
 /// A file found by a listing.
 #[derive(Debug, Clone)]
@@ -35,14 +42,25 @@ impl FileStatus {
     }
 }
 
-/// Handle to a warehouse's storage; cheap to clone.
+/// Handle to a warehouse's storage; cheap to clone (clones share the store, its request count
+/// and the metadata cache).
 #[derive(Debug, Clone)]
 pub struct FileIo {
     store: Arc<dyn ObjectStore>,
     /// Set for local directories: the absolute root, used for durable writes.
     local_root: Option<PathBuf>,
     uri: String,
+    /// Requests made to the store (all clones).
+    requests: Arc<std::sync::atomic::AtomicU64>,
+    /// Files that never change once written ([`FileIo::read_immutable`]), bounded by bytes.
+    cache: Option<moka::future::Cache<String, Bytes>>,
+    /// The newest id last seen per versioned directory (a table's `schema/`): where probing
+    /// starts instead of a listing ([`FileIo::hint`]).
+    hints: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
 }
+
+/// The metadata cache's size when `[storage] metadata_cache_mb` does not say.
+pub const DEFAULT_METADATA_CACHE_MB: u64 = 64;
 
 impl FileIo {
     /// Opens a warehouse that must exist already: a local directory that is missing is an
@@ -64,22 +82,32 @@ impl FileIo {
         Self::open(uri)
     }
 
-    /// Opens a warehouse: `memory://` for an in-memory store, `file:///abs/dir` or a plain path
-    /// for a local directory (created if missing).
+    /// Opens a warehouse: `memory://` for an in-memory store, `s3://BUCKET/PREFIX` (settings from
+    /// the AWS environment variables), `file:///abs/dir` or a plain path for a local directory
+    /// (created if missing).
     pub fn open(uri: &str) -> Result<Self> {
+        Self::open_with(uri, &StorageOptions::default())
+    }
+
+    /// [`FileIo::open`] with `[storage]` settings for object stores.
+    pub fn open_with(uri: &str, storage: &StorageOptions) -> Result<Self> {
+        let cache_mb = storage
+            .metadata_cache_mb
+            .unwrap_or(DEFAULT_METADATA_CACHE_MB);
+        if let Some(location) = s3::S3Location::parse(uri) {
+            let location = location?;
+            let store = s3::store(&location, storage)?;
+            return Ok(Self::assemble(store, None, location.uri(), cache_mb));
+        }
         if uri == "memory://" || uri == "memory:" {
-            return Ok(Self {
-                store: Arc::new(InMemory::new()),
-                local_root: None,
-                uri: uri.into(),
-            });
+            return Ok(Self::memory());
         }
         let path = if let Some(rest) = uri.strip_prefix("file://") {
             PathBuf::from(rest)
         } else if uri.contains("://") {
             return InvalidArgumentSnafu {
                 message: format!(
-                    "unsupported warehouse URI '{uri}' (use a directory or memory://)"
+                    "unsupported warehouse URI '{uri}' (use a directory, s3://BUCKET/PREFIX or memory://)"
                 ),
             }
             .fail();
@@ -93,35 +121,168 @@ impl FileIo {
         let store = LocalFileSystem::new_with_prefix(&root).context(StorageSnafu {
             path: root.display().to_string(),
         })?;
-        Ok(Self {
-            store: Arc::new(store),
-            uri: root.display().to_string(),
-            local_root: Some(root),
-        })
+        let uri = root.display().to_string();
+        Ok(Self::assemble(Arc::new(store), Some(root), uri, cache_mb))
+    }
+
+    fn assemble(
+        store: Arc<dyn ObjectStore>,
+        local_root: Option<PathBuf>,
+        uri: String,
+        cache_mb: u64,
+    ) -> Self {
+        let metered = metered::MeteredStore::new(store);
+        let requests = Arc::clone(&metered.requests);
+        let cache = (cache_mb > 0).then(|| {
+            moka::future::Cache::builder()
+                .max_capacity(cache_mb * 1024 * 1024)
+                .weigher(|k: &String, v: &Bytes| {
+                    u32::try_from(k.len() + v.len()).unwrap_or(u32::MAX)
+                })
+                .build()
+        });
+        Self {
+            store: Arc::new(metered),
+            local_root,
+            uri,
+            requests,
+            cache,
+            hints: Arc::default(),
+        }
     }
 
     /// A warehouse on any `object_store` implementation (S3, a test double, ...). Writes rely on
     /// the store's own durability and its `PutMode::Create` for write-once files.
     pub fn from_store(store: Arc<dyn ObjectStore>, uri: impl Into<String>) -> Self {
-        Self {
-            store,
-            local_root: None,
-            uri: uri.into(),
-        }
+        Self::assemble(store, None, uri.into(), DEFAULT_METADATA_CACHE_MB)
     }
 
     /// A fresh in-memory warehouse (tests).
     pub fn memory() -> Self {
-        Self {
-            store: Arc::new(InMemory::new()),
-            local_root: None,
-            uri: "memory://".into(),
+        Self::assemble(
+            Arc::new(InMemory::new()),
+            None,
+            "memory://".into(),
+            DEFAULT_METADATA_CACHE_MB,
+        )
+    }
+
+    /// Requests made to the store so far (by this handle and its clones): what a call costs on
+    /// an object store, for benchmarks and tests.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Reads a file that never changes once written (a manifest, a manifest list, a schema or a
+    /// snapshot file), from the metadata cache when it holds it. Writes and deletes through this
+    /// handle drop the path from the cache (a rollback or a dropped table's files).
+    pub async fn read_immutable(&self, path: &str) -> Result<Bytes> {
+        let Some(cache) = &self.cache else {
+            return self.read(path).await;
+        };
+        if let Some(b) = cache.get(path).await {
+            return Ok(b);
+        }
+        let bytes = self.read(path).await?;
+        cache.insert(path.to_string(), bytes.clone()).await;
+        Ok(bytes)
+    }
+
+    /// What identifies the content at `path` now (size, modification time and ETag from one
+    /// HEAD), or `None` when nothing is there. Files that are written once but whose name can be
+    /// reused (a dropped and re-created table's `schema-0`) are read through
+    /// [`FileIo::read_version`] under it.
+    pub async fn version(&self, path: &str) -> Result<Option<String>> {
+        let p = Self::store_path(path)?;
+        match self.store.head(&p).await {
+            Ok(m) => Ok(Some(format!(
+                "{}:{}:{}",
+                m.size,
+                m.last_modified.timestamp_millis(),
+                m.e_tag.unwrap_or_default()
+            ))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e).context(StorageSnafu { path }),
+        }
+    }
+
+    /// Reads `path` as it was when [`FileIo::version`] said `version`, from the cache when it
+    /// holds that version.
+    pub async fn read_version(&self, path: &str, version: &str) -> Result<Bytes> {
+        let Some(cache) = &self.cache else {
+            return self.read(path).await;
+        };
+        let key = format!("{path}\0{version}");
+        if let Some(b) = cache.get(&key).await {
+            return Ok(b);
+        }
+        let bytes = self.read(path).await?;
+        cache.insert(key, bytes.clone()).await;
+        Ok(bytes)
+    }
+
+    /// The newest id last seen in the versioned directory `dir` (only a starting point: callers
+    /// check it still exists and probe past it).
+    pub fn hint(&self, dir: &str) -> Option<i64> {
+        self.hints.lock().ok()?.get(dir).copied()
+    }
+
+    pub fn set_hint(&self, dir: &str, id: i64) {
+        if let Ok(mut h) = self.hints.lock() {
+            h.insert(dir.to_string(), id);
+        }
+    }
+
+    pub fn forget_hint(&self, dir: &str) {
+        if let Ok(mut h) = self.hints.lock() {
+            h.remove(dir);
+        }
+    }
+
+    async fn forget(&self, path: &str) {
+        if let Some(cache) = &self.cache {
+            cache.invalidate(path).await;
         }
     }
 
     /// The warehouse location as given (absolute for local directories).
     pub fn uri(&self) -> &str {
         &self.uri
+    }
+
+    /// Whether the warehouse is on an object store reached over the network (not a local
+    /// directory, not memory).
+    pub fn is_remote(&self) -> bool {
+        self.local_root.is_none() && self.uri != "memory://"
+    }
+
+    /// Checks that the warehouse can be listed and, with `write`, written, so that an
+    /// unreachable endpoint, refused credentials, a missing bucket or a read-only one is one
+    /// error naming the warehouse at start-up. Nothing is left behind.
+    pub async fn probe(&self, write: bool) -> Result<()> {
+        if !self.is_remote() {
+            return Ok(());
+        }
+        let unusable = |doing: &str, e: object_store::Error| {
+            let (what, detail) = s3::explain(doing, &e.to_string());
+            crate::error::of_kind(
+                crate::error::ErrorKind::Unavailable,
+                format!("warehouse {} is not usable: {what} ({detail})", self.uri),
+            )
+        };
+        if let Err(e) = self.store.list_with_delimiter(None).await {
+            return Err(unusable("listing it failed", e));
+        }
+        if write {
+            let p = Self::store_path(&format!(".tidelake-probe-{}", uuid::Uuid::new_v4()))?;
+            if let Err(e) = self.store.put(&p, PutPayload::from_static(b"probe")).await {
+                return Err(unusable("writing to it failed", e));
+            }
+            if let Err(e) = self.store.delete(&p).await {
+                return Err(unusable("deleting from it failed", e));
+            }
+        }
+        Ok(())
     }
 
     /// The canonical root of a local warehouse.
@@ -184,6 +345,7 @@ impl FileIo {
 
     async fn put(&self, path: &str, data: Bytes, create: bool) -> Result<bool> {
         crash_point();
+        self.forget(path).await;
         if let Some(root) = &self.local_root {
             let target = root.join(path);
             return blocking(path, move || durable_local_put(&target, &data, create)).await;
@@ -216,7 +378,7 @@ impl FileIo {
             Err(object_store::Error::NotFound { .. }) => return Ok(vec![]),
             Err(e) => return Err(e).context(StorageSnafu { path: dir }),
         };
-        Ok(res.objects.into_iter().map(status).collect())
+        Ok(files(res.objects, dir))
     }
 
     /// Ids of the files `<prefix><id>` directly inside `dir` (e.g. `snapshot-12`), sorted
@@ -262,11 +424,12 @@ impl FileIo {
             Err(object_store::Error::NotFound { .. }) => return Ok(vec![]),
             Err(e) => return Err(e).context(StorageSnafu { path: dir }),
         };
-        Ok(objects.into_iter().map(status).collect())
+        Ok(files(objects, dir))
     }
 
     /// Deletes a file; a missing file is not an error.
     pub async fn delete(&self, path: &str) -> Result<()> {
+        self.forget(path).await;
         let p = Self::store_path(path)?;
         match self.store.delete(&p).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
@@ -286,8 +449,10 @@ impl FileIo {
             let rel = f.path.strip_prefix(from).unwrap_or(&f.path);
             let target = format!("{to}{rel}");
             let (src, dst) = (Self::store_path(&f.path)?, Self::store_path(&target)?);
+            // S3 has no copy-if-absent without extra configuration; the target is checked to
+            // be free before a rename starts.
             self.store
-                .copy_if_not_exists(&src, &dst)
+                .copy(&src, &dst)
                 .await
                 .context(StorageSnafu { path: &target })?;
         }
@@ -346,12 +511,28 @@ async fn blocking<T: Send + 'static>(
         .context(LocalIoSnafu { path })
 }
 
-fn status(o: object_store::ObjectMeta) -> FileStatus {
-    FileStatus {
-        path: o.location.to_string(),
-        size: o.size,
-        last_modified_millis: o.last_modified.timestamp_millis(),
-    }
+/// The files of a listing of `dir`, without directory markers: a zero-byte object `d/` lists as
+/// `d` (object_store drops the trailing `/`), so an empty object whose path is `dir` itself or
+/// the parent of another listed path is a marker, not a file.
+fn files(objects: Vec<object_store::ObjectMeta>, dir: &str) -> Vec<FileStatus> {
+    let dir = dir.trim_end_matches('/');
+    let parents: std::collections::HashSet<&str> = objects
+        .iter()
+        .filter_map(|o| o.location.as_ref().rsplit_once('/').map(|(p, _)| p))
+        .collect();
+    let marker = |o: &object_store::ObjectMeta| {
+        let p = o.location.as_ref();
+        o.size == 0 && (p == dir || p.is_empty() || parents.contains(p))
+    };
+    objects
+        .iter()
+        .filter(|o| !marker(o))
+        .map(|o| FileStatus {
+            path: o.location.to_string(),
+            size: o.size,
+            last_modified_millis: o.last_modified.timestamp_millis(),
+        })
+        .collect()
 }
 
 // Blocking filesystem code runs only inside spawn_blocking (see `put` and `delete_dir`), or once at
@@ -423,6 +604,38 @@ fn durable_local_put(target: &std::path::Path, data: &[u8], create: bool) -> std
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directory_markers_are_not_files() {
+        let meta = |p: &str, size: u64| object_store::ObjectMeta {
+            location: StorePath::parse(p).unwrap(),
+            last_modified: chrono::DateTime::from_timestamp_millis(0).unwrap(),
+            size,
+            e_tag: None,
+            version: None,
+        };
+        let listed = vec![
+            meta("db.db/t/snapshot", 0),
+            meta("db.db/t/snapshot/LATEST", 1),
+            meta("db.db/t/bucket-0", 0),
+            meta("db.db/t/bucket-0/data-1.parquet", 10),
+            meta("db.db/t/empty-but-real", 0),
+        ];
+        let names: Vec<String> = files(listed.clone(), "db.db/t")
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "db.db/t/snapshot/LATEST",
+                "db.db/t/bucket-0/data-1.parquet",
+                "db.db/t/empty-but-real"
+            ]
+        );
+        let here = files(listed[..2].to_vec(), "db.db/t/snapshot/");
+        assert_eq!(here.len(), 1);
+    }
 
     #[tokio::test]
     async fn write_if_absent_is_write_once() {

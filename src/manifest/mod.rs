@@ -61,7 +61,8 @@ impl ManifestManager {
 
     async fn read_file(&self, name: &str) -> Result<(String, Bytes)> {
         let path = self.path(name);
-        match self.io.read(&path).await {
+        // Manifest and manifest-list names are unique (a UUID each): cached.
+        match self.io.read_immutable(&path).await {
             Ok(b) => Ok((path, b)),
             Err(e) if e.kind() == ErrorKind::NotFound => NotFoundSnafu {
                 message: format!("manifest file {path} is missing"),

@@ -43,17 +43,39 @@ impl SchemaManager {
         self.io.list_numbered(&self.dir(), "schema-").await
     }
 
-    /// The newest schema, or `None` when the table has none (it does not exist).
+    /// The newest schema, or `None` when the table has none (it does not exist). The directory
+    /// is listed once per table and warehouse handle; after that the id last seen is probed (it
+    /// must still exist, and the ids after it are taken while they exist: other servers' ALTERs),
+    /// so loading a table for a query costs no listing.
     pub async fn latest(&self) -> Result<Option<TableSchema>> {
+        let dir = self.dir();
+        if let Some(known) = self.io.hint(&dir) {
+            if let Some(mut version) = self.io.version(&self.schema_path(known)).await? {
+                let mut id = known;
+                while let Some(v) = self.io.version(&self.schema_path(id + 1)).await? {
+                    (id, version) = (id + 1, v);
+                }
+                self.io.set_hint(&dir, id);
+                let path = self.schema_path(id);
+                let bytes = self.io.read_version(&path, &version).await?;
+                return Ok(Some(self.parse(id, &path, &bytes)?));
+            }
+        }
         match self.list_ids().await?.last() {
-            Some(id) => Ok(Some(self.schema(*id).await?)),
-            None => Ok(None),
+            Some(id) => {
+                self.io.set_hint(&dir, *id);
+                Ok(Some(self.schema(*id).await?))
+            }
+            None => {
+                self.io.forget_hint(&dir);
+                Ok(None)
+            }
         }
     }
 
     pub async fn schema(&self, id: i64) -> Result<TableSchema> {
         let path = self.schema_path(id);
-        let bytes = match self.io.read(&path).await {
+        let bytes = match self.io.read_immutable(&path).await {
             Ok(b) => b,
             Err(e) if e.kind() == crate::error::ErrorKind::NotFound => {
                 return NotFoundSnafu {
@@ -63,8 +85,12 @@ impl SchemaManager {
             }
             Err(e) => return Err(e),
         };
-        let schema: TableSchema =
-            serde_json::from_slice(&bytes).context(JsonSnafu { path: &path })?;
+        self.parse(id, &path, &bytes)
+    }
+
+    /// Schema `id` from the bytes of its file at `path`.
+    fn parse(&self, id: i64, path: &str, bytes: &[u8]) -> Result<TableSchema> {
+        let schema: TableSchema = serde_json::from_slice(bytes).context(JsonSnafu { path })?;
         if schema.id != id {
             return CorruptSnafu {
                 path,

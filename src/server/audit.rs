@@ -167,7 +167,23 @@ impl Audit {
         })
     }
 
+    /// Writes the line of one finished call, and counts it in `tidelake_requests_total{code}`.
+    /// Every call is also one log line at info: the audit event itself when the audit goes to
+    /// the log, else a short `request` event (the full line is in the audit file).
     pub fn write(&self, r: &Record) {
+        crate::metrics::metrics()
+            .requests
+            .get_or_create(&[("code", r.status)])
+            .inc();
+        if self.file.is_some() {
+            tracing::info!(
+                target: "request",
+                method = %r.method,
+                status = r.status,
+                tenant = r.tenant.as_deref().unwrap_or(""),
+                duration_ms = r.duration_ms,
+            );
+        }
         match &self.file {
             None => tracing::info!(
                 target: "audit",

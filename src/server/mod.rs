@@ -13,6 +13,7 @@ pub mod flight_sql;
 pub mod gate;
 pub mod ipc;
 pub mod metadata;
+mod metrics_http;
 pub mod seal;
 pub mod service;
 pub mod session;
@@ -55,6 +56,18 @@ pub struct ServerConfig {
     pub tenants: Vec<TenantConfig>,
     pub tls: Option<TlsConfig>,
     pub audit: Option<AuditConfig>,
+    /// `[storage]`: how `s3://` warehouses are reached (over the AWS environment variables).
+    #[serde(default)]
+    pub storage: crate::io::StorageOptions,
+    pub metrics: Option<MetricsConfig>,
+}
+
+/// `[metrics]`: the Prometheus endpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Where `GET /metrics` is served, e.g. `127.0.0.1:9464` (port 0: any free port, printed).
+    pub listen: String,
 }
 
 /// `[audit]`: where the audit lines go.
@@ -196,6 +209,10 @@ pub struct ServeOptions {
     pub tls: Option<tls::TlsOptions>,
     /// The audit log's file (`[audit] file`); without it, log events of target `audit`.
     pub audit_file: Option<String>,
+    /// `[storage]`: object-store settings of every warehouse served.
+    pub storage: crate::io::StorageOptions,
+    /// `[metrics] listen`: the Prometheus endpoint's address.
+    pub metrics_listen: Option<String>,
     pub limits: SqlLimits,
     pub work: crate::runtime::WorkLimits,
 }
@@ -332,6 +349,8 @@ impl ServeOptions {
             tenants,
             tls,
             audit_file: config.audit.map(|a| a.file),
+            storage: config.storage,
+            metrics_listen: config.metrics.map(|m| m.listen),
             warehouse,
             listen: listen
                 .or(config.listen)
@@ -394,15 +413,44 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     let opened = open(&options).await?;
     let listener = TcpListener::bind(addr).await.map_err(io_err)?;
     let bound = listener.local_addr().map_err(io_err)?;
+    let metrics = match &options.metrics_listen {
+        None => None,
+        Some(m) => {
+            let at = resolve_listen(m).await?;
+            let l = TcpListener::bind(at).await.map_err(|e| {
+                crate::error::LocalIoSnafu {
+                    path: format!("[metrics] listen {at}"),
+                }
+                .into_error(e)
+            })?;
+            let local = l.local_addr().map_err(io_err)?;
+            Some((l, local))
+        }
+    };
+    let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = run_opened(listener, &options, opened, shutdown_signal()?);
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "tidelake listening on {bound}");
+        if let Some((_, local)) = &metrics {
+            let _ = writeln!(out, "tidelake metrics on http://{local}/metrics");
+        }
         let _ = out.flush();
     }
     tracing::info!(%bound, warehouse = %options.warehouse, "serving Arrow Flight SQL");
-    server.await
+    // The metrics endpoint outlives the drain (a scrape during it shows the draining server).
+    let metrics = metrics.map(|(l, _)| {
+        tokio::spawn(metrics_http::serve(l, async move {
+            let _ = metrics_stopped.await;
+        }))
+    });
+    let served = server.await;
+    let _ = metrics_stop.send(());
+    if let Some(task) = metrics {
+        let _ = task.await;
+    }
+    served
 }
 
 /// Serves on `listener` until `shutdown` completes, then lets in-flight calls finish (at most
@@ -430,6 +478,7 @@ async fn open(options: &ServeOptions) -> Result<(Arc<auth::Authenticator>, audit
         &options.tenants,
         &options.warehouse,
         &options.limits,
+        &options.storage,
     )?);
     tenants.prepare().await?;
     let auth = Arc::new(auth::Authenticator::new(
@@ -595,6 +644,31 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reference's example file is a valid config (every key it shows exists), and every
+    /// section of the config is in it.
+    #[test]
+    fn the_configuration_reference_parses() {
+        let doc = include_str!("../../docs/configuration.md");
+        let start = doc.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let block = &doc[start..start + doc[start..].find("```").unwrap()];
+        let c = ServerConfig::parse(block, "docs/tidelake.toml").unwrap();
+        assert_eq!(c.storage.metadata_cache_mb, Some(64));
+        assert_eq!(c.metrics.unwrap().listen, "127.0.0.1:9464");
+        for section in [
+            "[[users]]",
+            "[auth]",
+            "[[auth.issuers]]",
+            "[[tenants]]",
+            "[tls]",
+            "[audit]",
+            "[query]",
+            "[storage]",
+            "[metrics]",
+        ] {
+            assert!(block.contains(section), "{section} is not in the reference");
+        }
+    }
 
     #[test]
     fn config_paths_are_relative_to_the_config_file() {

@@ -74,12 +74,20 @@ struct Deadline {
 struct Slot {
     admission: Admission,
     tenant: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Counts the statement in `tidelake_active_statements` while held.
+    active: crate::metrics::GaugeGuard,
 }
 
+/// What a running statement holds: its tenant's slot and its place in the active count.
+type Held = Option<(
+    Option<tokio::sync::OwnedSemaphorePermit>,
+    crate::metrics::GaugeGuard,
+)>;
+
 impl Slot {
-    fn split(slot: Option<Slot>) -> (Option<Admission>, Option<tokio::sync::OwnedSemaphorePermit>) {
+    fn split(slot: Option<Slot>) -> (Option<Admission>, Held) {
         match slot {
-            Some(s) => (Some(s.admission), s.tenant),
+            Some(s) => (Some(s.admission), Some((s.tenant, s.active))),
             None => (None, None),
         }
     }
@@ -149,7 +157,13 @@ impl TidelakeService {
         let admit = async {
             let tenant = p.tenant.admit_statement().await?;
             let admission = self.work.admit(&key).await;
-            Ok::<Slot, Status>(Slot { admission, tenant })
+            let active =
+                crate::metrics::GaugeGuard::new(&crate::metrics::metrics().active_statements);
+            Ok::<Slot, Status>(Slot {
+                admission,
+                tenant,
+                active,
+            })
         };
         match deadline {
             None => admit.await,
@@ -393,6 +407,7 @@ impl FlightService for TidelakeService {
             super::flight_sql::audit_object(&request, || format!("subscribe {}", ticket.table));
             let principal = Self::principal(&request)?;
             let permit = principal.tenant.open_subscription()?;
+            let open = crate::metrics::GaugeGuard::new(&crate::metrics::metrics().subscriptions);
             let database = self.auth.session(&principal).database;
             let tenant = Arc::clone(&principal.tenant);
             let resp = self
@@ -406,7 +421,7 @@ impl FlightService for TidelakeService {
                 let stream = until_shutdown(stream, self.shutdown.clone());
                 // The tenant's subscription slot is held as long as the stream is.
                 Box::pin(stream.map(move |item| {
-                    let _held = &permit;
+                    let _held = (&permit, &open);
                     item
                 })) as BoxStream<_>
             });

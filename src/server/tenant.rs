@@ -65,8 +65,13 @@ fn exhausted(message: String) -> Status {
 }
 
 impl Tenant {
-    fn open(name: &str, warehouse: &str, limits: SqlLimits) -> Result<Self> {
-        let engine = SqlEngine::named(Catalog::open(warehouse)?, limits, name)?;
+    fn open(
+        name: &str,
+        warehouse: &str,
+        limits: SqlLimits,
+        storage: &crate::io::StorageOptions,
+    ) -> Result<Self> {
+        let engine = SqlEngine::named(Catalog::open_with(warehouse, storage)?, limits, name)?;
         Ok(Self {
             name: name.to_string(),
             engine,
@@ -128,17 +133,23 @@ pub struct Tenants {
 
 impl Tenants {
     /// The tenants of `configured`, or the implicit tenant on `root` when none is.
-    pub fn open(configured: &[TenantOptions], root: &str, limits: &SqlLimits) -> Result<Self> {
+    pub fn open(
+        configured: &[TenantOptions],
+        root: &str,
+        limits: &SqlLimits,
+        storage: &crate::io::StorageOptions,
+    ) -> Result<Self> {
         let mut by_name = BTreeMap::new();
         if configured.is_empty() {
-            let t = Tenant::open(CATALOG_NAME, root, limits.clone())?;
+            let t = Tenant::open(CATALOG_NAME, root, limits.clone(), storage)?;
             by_name.insert(CATALOG_NAME.to_string(), Arc::new(t));
             return Ok(Self { by_name });
         }
         let mut roots: Vec<(String, std::path::PathBuf)> = Vec::new();
+        let mut remote: Vec<(String, String)> = Vec::new();
         for c in configured {
             crate::spec::identifier::validate_name("tenant", &c.name)?;
-            let mut t = Tenant::open(&c.name, &c.warehouse, c.limits.clone())?;
+            let mut t = Tenant::open(&c.name, &c.warehouse, c.limits.clone(), storage)?;
             t.statements = c.max_concurrent_statements.map(Limit::new);
             t.subscriptions = c.max_subscriptions.map(Limit::new);
             if let Some(local) = t.engine.catalog().io().local_root() {
@@ -151,6 +162,18 @@ impl Tenants {
                     }
                 }
                 roots.push((c.name.clone(), local.to_path_buf()));
+            } else if t.engine.catalog().io().is_remote() {
+                let uri = format!("{}/", t.engine.catalog().io().uri());
+                if let Some((other, _)) = remote
+                    .iter()
+                    .find(|(_, u)| u.starts_with(&uri) || uri.starts_with(u.as_str()))
+                {
+                    return invalid!(
+                        "config: the warehouses of tenants '{other}' and '{}' overlap",
+                        c.name
+                    );
+                }
+                remote.push((c.name.clone(), uri));
             }
             if by_name.insert(c.name.clone(), Arc::new(t)).is_some() {
                 return invalid!("config: tenant '{}' is listed twice", c.name);
@@ -168,9 +191,11 @@ impl Tenants {
         self.by_name.len() == 1 && self.by_name.contains_key(CATALOG_NAME)
     }
 
-    /// Creates each tenant's `default` database.
+    /// Checks that each tenant's warehouse can be read and written (object stores), then creates
+    /// its `default` database.
     pub async fn prepare(&self) -> Result<()> {
         for t in self.by_name.values() {
+            t.engine.catalog().io().probe(true).await?;
             t.engine.catalog().create_database("default", true).await?;
         }
         Ok(())
@@ -179,7 +204,8 @@ impl Tenants {
     /// The implicit tenant of an in-memory warehouse (unit tests).
     #[cfg(test)]
     pub fn in_memory() -> Self {
-        Self::open(&[], "memory://", &SqlLimits::default()).expect("in-memory warehouse")
+        Self::open(&[], "memory://", &SqlLimits::default(), &Default::default())
+            .expect("in-memory warehouse")
     }
 }
 
@@ -211,6 +237,7 @@ mod tests {
             &[options("a", &a), options("b", &format!("{a}/inner"))],
             &root,
             &SqlLimits::default(),
+            &Default::default(),
         )
         .unwrap_err()
         .to_string();
@@ -222,13 +249,19 @@ mod tests {
             ],
             &root,
             &SqlLimits::default(),
+            &Default::default(),
         )
         .unwrap_err()
         .to_string();
         assert!(e.contains("listed twice"), "{e}");
-        let e = Tenants::open(&[options("../x", &a)], &root, &SqlLimits::default())
-            .unwrap_err()
-            .to_string();
+        let e = Tenants::open(
+            &[options("../x", &a)],
+            &root,
+            &SqlLimits::default(),
+            &Default::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("invalid tenant name"), "{e}");
         let t = Tenants::open(
             &[
@@ -237,6 +270,7 @@ mod tests {
             ],
             &root,
             &SqlLimits::default(),
+            &Default::default(),
         )
         .unwrap();
         assert!(!t.implicit());
@@ -250,6 +284,7 @@ mod tests {
             &[options("a", "memory://")],
             "memory://",
             &SqlLimits::default(),
+            &Default::default(),
         )
         .unwrap()
         .get("a")

@@ -3,9 +3,10 @@
 //! decoupled changelog lifecycle (Paimon's `ChangelogManager`: expired snapshots' metadata kept
 //! for their changelog files, in the snapshot's JSON).
 //!
-//! Hints are only hints (pypaimon never writes `EARLIEST`; a crash can leave `LATEST` stale): the
-//! latest id is the hint's value only if `snapshot-(hint+1)` does not exist, otherwise the directory
-//! listing decides, parsed and sorted numerically.
+//! Hints are only hints (pypaimon never writes `EARLIEST`; a crash or another server's commit can
+//! leave `LATEST` stale): the latest id is found by probing the ids after the hint until one is
+//! missing; only without a usable hint does the directory listing decide, parsed and sorted
+//! numerically. On object stores a listing is the slow, paged request, so the hot path never lists.
 
 pub mod consumer;
 pub mod expire;
@@ -17,6 +18,9 @@ use snafu::ResultExt;
 use crate::error::{CorruptSnafu, ErrorKind, JsonSnafu, NotFoundSnafu, Result};
 use crate::io::FileIo;
 use crate::spec::Snapshot;
+
+/// How many ids past the `LATEST` hint are probed before the directory is listed instead.
+pub const MAX_PROBES: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct SnapshotManager {
@@ -76,16 +80,46 @@ impl SnapshotManager {
             .filter(|v| *v > 0)
     }
 
-    /// The newest snapshot id, or `None` for a table without snapshots.
+    /// The newest snapshot id, or `None` for a table without snapshots. No listing when the hint
+    /// is right or a few commits behind: from the `LATEST` hint the next ids are probed (one HEAD
+    /// each) until one is missing, as Paimon's hint lookup does; the directory is listed only when
+    /// there is no hint, or it names a snapshot that is gone, or more than [`MAX_PROBES`] commits
+    /// landed after it.
     pub async fn latest_id(&self) -> Result<Option<i64>> {
+        Ok(self.find_latest().await?.map(|(id, _)| id))
+    }
+
+    /// [`Self::latest_id`], with the version ([`FileIo::version`]) of the snapshot file when the
+    /// probes saw it.
+    async fn find_latest(&self) -> Result<Option<(i64, Option<String>)>> {
         if let Some(hint) = self.read_hint("LATEST").await {
-            if self.io.exists(&self.snapshot_path(hint)).await?
-                && !self.io.exists(&self.snapshot_path(hint + 1)).await?
-            {
-                return Ok(Some(hint));
+            let mut newest: Option<(i64, String)> = None;
+            let mut id = hint;
+            let mut ended = false;
+            for _ in 0..MAX_PROBES {
+                match self.io.version(&self.snapshot_path(id + 1)).await? {
+                    Some(v) => {
+                        id += 1;
+                        newest = Some((id, v));
+                    }
+                    None => {
+                        ended = true;
+                        break;
+                    }
+                }
+            }
+            if ended {
+                if let Some((id, v)) = newest {
+                    return Ok(Some((id, Some(v))));
+                }
+                // Nothing follows the hint; it counts only if its snapshot is there (a rollback
+                // or an expiry can leave a hint naming a deleted one).
+                if let Some(v) = self.io.version(&self.snapshot_path(hint)).await? {
+                    return Ok(Some((hint, Some(v))));
+                }
             }
         }
-        Ok(self.list_ids().await?.last().copied())
+        Ok(self.list_ids().await?.last().map(|id| (*id, None)))
     }
 
     /// The oldest snapshot id still present.
@@ -100,9 +134,23 @@ impl SnapshotManager {
         Ok(self.list_ids().await?.first().copied())
     }
 
+    /// The newest snapshot. Its file is read under the version the probes saw, so a snapshot id
+    /// that another server rolled back and committed again is never answered from the cache.
     pub async fn latest(&self) -> Result<Option<Snapshot>> {
-        match self.latest_id().await? {
-            Some(id) => Ok(Some(self.snapshot(id).await?)),
+        match self.find_latest().await? {
+            Some((id, Some(version))) => {
+                let path = self.snapshot_path(id);
+                match self.io.read_version(&path, &version).await {
+                    Ok(bytes) => Ok(Some(self.parse(id, &path, &bytes)?)),
+                    // Expired between the probe and the read: look again.
+                    Err(e) if e.kind() == ErrorKind::NotFound => match self.latest_id().await? {
+                        Some(id) => Ok(Some(self.snapshot(id).await?)),
+                        None => Ok(None),
+                    },
+                    Err(e) => Err(e),
+                }
+            }
+            Some((id, None)) => Ok(Some(self.snapshot(id).await?)),
             None => Ok(None),
         }
     }
@@ -130,13 +178,19 @@ impl SnapshotManager {
     /// Reads snapshot `id`, `None` if the file does not exist.
     pub async fn try_snapshot(&self, id: i64) -> Result<Option<Snapshot>> {
         let path = self.snapshot_path(id);
-        let bytes = match self.io.read(&path).await {
+        // Snapshot files are written once (a rollback deletes them through the same handle,
+        // which drops them from the cache): cached.
+        let bytes = match self.io.read_immutable(&path).await {
             Ok(b) => b,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let snapshot: Snapshot =
-            serde_json::from_slice(&bytes).context(JsonSnafu { path: &path })?;
+        Ok(Some(self.parse(id, &path, &bytes)?))
+    }
+
+    /// Snapshot `id` from the bytes of its file at `path`.
+    fn parse(&self, id: i64, path: &str, bytes: &[u8]) -> Result<Snapshot> {
+        let snapshot: Snapshot = serde_json::from_slice(bytes).context(JsonSnafu { path })?;
         if snapshot.id != id {
             return CorruptSnafu {
                 path,
@@ -144,7 +198,7 @@ impl SnapshotManager {
             }
             .fail();
         }
-        Ok(Some(snapshot))
+        Ok(snapshot)
     }
 
     /// The newest snapshot committed at or before `millis`, if any.

@@ -22,14 +22,21 @@ pub enum CommitKind {
     Analyze,
 }
 
-impl fmt::Display for CommitKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl CommitKind {
+    /// The name Paimon writes (`APPEND`, ...).
+    pub fn as_str(&self) -> &'static str {
+        match self {
             CommitKind::Append => "APPEND",
             CommitKind::Compact => "COMPACT",
             CommitKind::Overwrite => "OVERWRITE",
             CommitKind::Analyze => "ANALYZE",
-        })
+        }
+    }
+}
+
+impl fmt::Display for CommitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

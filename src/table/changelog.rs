@@ -42,6 +42,9 @@ pub const ROW_KIND_COLUMN: &str = "_row_kind";
 
 /// How often a waiting subscription looks for snapshots committed by other processes.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// The same on an object store, where each poll is a request (other servers' commits are seen
+/// within it; this server's own commits wake subscriptions at once).
+const REMOTE_POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Where a subscription starts (Paimon's `scan.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -582,6 +585,15 @@ async fn follow(
         last_completed = id;
     }
     let mut next = pos.next;
+    let lag = crate::metrics::Lag::new();
+    // The latest id seen when catching up (read once per catch-up, not per snapshot).
+    let mut behind: Option<i64> = None;
+    // Other servers' commits are found by polling; on an object store each poll is a request.
+    let poll = if table.io().is_remote() {
+        REMOTE_POLL_INTERVAL
+    } else {
+        POLL_INTERVAL
+    };
     loop {
         if done(next) {
             return Ok(());
@@ -593,6 +605,12 @@ async fn follow(
                 if opts.end_timestamp_millis.is_some_and(|t| s.time_millis > t) {
                     return Ok(());
                 }
+                let latest = match behind {
+                    Some(l) if l >= next => l,
+                    _ => table.snapshot_manager().latest_id().await?.unwrap_or(next),
+                };
+                behind = Some(latest);
+                lag.set(latest - next);
                 // A newer schema replaces the subscription's, announced before the rows.
                 if s.schema_id > reader.schema_id() {
                     reader = reader.evolve(s.schema_id).await?;
@@ -609,6 +627,8 @@ async fn follow(
                 next += 1;
             }
             None => {
+                lag.set(0);
+                behind = None;
                 reader.check_retained(next).await?;
                 if opts
                     .end_timestamp_millis
@@ -620,7 +640,7 @@ async fn follow(
                 tokio::select! {
                     _ = tx.closed() => return Ok(()),
                     _ = commits.changed() => {}
-                    _ = tokio::time::sleep(POLL_INTERVAL.min(until_heartbeat)) => {}
+                    _ = tokio::time::sleep(poll.min(until_heartbeat)) => {}
                 }
                 if last_sent.elapsed() >= heartbeat {
                     tx.send(Ok(ChangeEvent::Idle { last_completed }))

@@ -301,6 +301,7 @@ pub(crate) async fn rewrite(
         inputs,
         output_level,
     } = job;
+    let started = std::time::Instant::now();
     let dir = table.bucket_dir(partition, bucket)?;
     let pk = layout.is_primary_key_table();
     // Deletes can go only when no older data lies below the output level.
@@ -466,12 +467,17 @@ pub(crate) async fn rewrite(
             },
         })
     };
-    tokio::task::spawn_blocking(task).await.map_err(|e| {
+    let rewritten = tokio::task::spawn_blocking(task).await.map_err(|e| {
         InternalSnafu {
             message: format!("compaction task: {e}"),
         }
         .build()
-    })?
+    })??;
+    let m = crate::metrics::metrics();
+    m.compactions.inc();
+    m.compaction_seconds
+        .observe(started.elapsed().as_secs_f64());
+    Ok(rewritten)
 }
 
 impl OutputFiles {

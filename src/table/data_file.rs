@@ -96,6 +96,9 @@ pub fn encode(
             Some(0),
         )
     };
+    let m = crate::metrics::metrics();
+    m.rows_written.inc_by(n as u64);
+    m.bytes_written.inc_by(buf.len() as u64);
     let meta = DataFileMeta {
         file_size: buf.len() as i64,
         file_name,
@@ -396,6 +399,9 @@ pub(crate) fn decode_filtered(
             None => Some(name.to_string()),
         }
     };
+    crate::metrics::metrics()
+        .bytes_read
+        .inc_by(bytes.len() as u64);
     // The page index is read only when pages may be skipped.
     let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(
         parquet::file::metadata::PageIndexPolicy::from(filter.is_some()),
@@ -454,6 +460,8 @@ pub(crate) fn decode_filtered(
         )?;
         out.push(batch);
     }
+    let rows: usize = out.iter().map(|b| b.num_rows()).sum();
+    crate::metrics::metrics().rows_read.inc_by(rows as u64);
     Ok(out)
 }
 

@@ -186,9 +186,15 @@ async fn ambiguous_snapshot_puts_are_resolved_by_reading_back() {
         .snapshot_fault
         .store(2, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(write(2).await, CommitOutcome::Committed(2));
+    // The put lands, the client's retry is refused because the file exists: the id is taken by
+    // our own snapshot, which is kept (its manifests too), not committed again as snapshot 4.
+    store
+        .snapshot_fault
+        .store(3, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(write(3).await, CommitOutcome::Committed(3));
     assert_eq!(
         table.snapshot_manager().list_ids().await.unwrap(),
-        vec![1, 2]
+        vec![1, 2, 3]
     );
     let got: BTreeSet<i64> = rows(
         &table
@@ -199,5 +205,5 @@ async fn ambiguous_snapshot_puts_are_resolved_by_reading_back() {
     .iter()
     .map(|r| r[0].as_i64().unwrap())
     .collect();
-    assert_eq!(got, BTreeSet::from([1, 2]));
+    assert_eq!(got, BTreeSet::from([1, 2, 3]));
 }

@@ -15,7 +15,8 @@ use object_store::{
 pub(crate) struct FaultyStore {
     pub(crate) inner: Arc<InMemory>,
     /// The next create-if-absent put of a snapshot file: 1 = fails before storing, 2 = stores and
-    /// then fails (a lost acknowledgement); reset after one use.
+    /// then fails (a lost acknowledgement), 3 = stores and then answers "already exists" (an S3
+    /// client's retry of a put whose first attempt landed); reset after one use.
     pub(crate) snapshot_fault: AtomicU8,
     /// Puts left before every call fails, as if the writer process died; negative = never.
     pub(crate) puts_left: Arc<AtomicI64>,
@@ -74,6 +75,13 @@ impl ObjectStore for FaultyStore {
                 2 => {
                     self.inner.put_opts(location, payload, opts).await?;
                     return Self::fail("connection reset");
+                }
+                3 => {
+                    self.inner.put_opts(location, payload, opts).await?;
+                    return Err(object_store::Error::AlreadyExists {
+                        path: location.to_string(),
+                        source: "412 Precondition Failed on the retried put".into(),
+                    });
                 }
                 _ => {}
             }

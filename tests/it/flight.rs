@@ -63,6 +63,8 @@ impl Server {
             tenants: vec![],
             tls: None,
             audit_file: None,
+            storage: Default::default(),
+            metrics_listen: None,
             limits: Default::default(),
             work: Default::default(),
         };

@@ -17,4 +17,5 @@ mod flight;
 mod interop;
 mod lifecycle;
 mod model;
+mod s3;
 mod sql;

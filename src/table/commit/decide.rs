@@ -287,6 +287,21 @@ pub(crate) fn resolve_publish(
     }
 }
 
+/// What "the id is taken" means, from the snapshot read back under it: an object store's client
+/// retries a put whose first attempt landed but timed out, and the retry is refused because the
+/// file exists, so a taken id can be our own snapshot. Ours by uuid; anyone else's is a lost race
+/// (also when it is gone again: expiry or a rollback removed it). A failed read is the answer: our
+/// files are kept, since the snapshot may be ours.
+pub(crate) fn resolve_taken(
+    read_back: Result<Option<Snapshot>>,
+    ours: &Snapshot,
+) -> Result<Published> {
+    match read_back? {
+        Some(s) if s.uuid == ours.uuid => Ok(Published::Ours),
+        _ => Ok(Published::Lost),
+    }
+}
+
 /// The wait before retry `attempt` (1-based): exponential from 10 ms, capped at one second, with
 /// half of it jittered so racing committers spread out.
 pub(crate) fn backoff(attempt: u32) -> Duration {
@@ -465,6 +480,24 @@ mod tests {
             (next.commit_kind, next.commit_identifier, next.schema_id),
             (CommitKind::Compact, 7, 2)
         );
+    }
+
+    #[test]
+    fn a_taken_id_holding_our_snapshot_is_ours() {
+        let ours = next_snapshot(None, changes(CommitKind::Append, 1, 1));
+        let mut theirs = ours.clone();
+        theirs.uuid = Some("other".into());
+        let unavailable = || crate::error::of_kind(crate::error::ErrorKind::Unavailable, "timeout");
+        assert_eq!(
+            resolve_taken(Ok(Some(ours.clone())), &ours).unwrap(),
+            Published::Ours
+        );
+        assert_eq!(
+            resolve_taken(Ok(Some(theirs)), &ours).unwrap(),
+            Published::Lost
+        );
+        assert_eq!(resolve_taken(Ok(None), &ours).unwrap(), Published::Lost);
+        assert!(resolve_taken(Err(unavailable()), &ours).is_err());
     }
 
     #[test]

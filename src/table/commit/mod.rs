@@ -10,10 +10,10 @@
 //!                    │                           ▼
 //!                    │              create snapshot-(N+1) if absent
 //!                    │           ┌───────────────┼────────────────────┐
-//!                    │        created        exists (lost race)    error (ambiguous)
-//!                    │           ▼               │                    ▼
-//!                    │     LATEST hint           │         read snapshot-(N+1) back: ours?
-//!                    │       done                │            yes ─► done, no ─► retry
+//!                    │        created        exists                error (ambiguous)
+//!                    │           ▼               ▼                    ▼
+//!                    │     LATEST hint     read snapshot-(N+1) back: ours (a retried put
+//!                    │       done          that had landed)? yes ─► done, no ─► retry
 //!                    └──── backoff, retry ◄──────┘
 //! ```
 //!
@@ -220,6 +220,7 @@ impl TableCommit {
         identifier: i64,
     ) -> Result<CommitOutcome> {
         let table = &self.table;
+        let started = std::time::Instant::now();
         let layout = table.layout()?;
         let sm = table.snapshot_manager();
         let mm = table.manifest_manager();
@@ -255,6 +256,7 @@ impl TableCommit {
                     .is_primary_key_table()
                     .then_some(layout.key_types.as_slice());
                 if let Some(conflict) = decide::check_compaction(&live, &adds, key_types)? {
+                    crate::metrics::metrics().commit_conflicts.inc();
                     return ConflictSnafu {
                         table: table.identifier().to_string(),
                         message: conflict.to_string(),
@@ -298,11 +300,14 @@ impl TableCommit {
             let next_id = snapshot.id;
             let published = match sm.try_publish(&snapshot).await {
                 Ok(true) => Published::Ours,
-                Ok(false) => Published::Lost,
+                Ok(false) => decide::resolve_taken(sm.try_snapshot(next_id).await, &snapshot)?,
                 // Ambiguous: the put may have landed. The snapshot file decides.
                 Err(e) => decide::resolve_publish(e, sm.try_snapshot(next_id).await, &snapshot)?,
             };
             if published == Published::Ours {
+                let m = crate::metrics::metrics();
+                m.commits.get_or_create(&[("kind", kind.as_str())]).inc();
+                m.commit_seconds.observe(started.elapsed().as_secs_f64());
                 self.after_publish(next_id).await;
                 return Ok(CommitOutcome::Committed(next_id));
             }
@@ -312,6 +317,7 @@ impl TableCommit {
             }
             attempt += 1;
             if attempt > self.max_retries {
+                crate::metrics::metrics().commit_conflicts.inc();
                 return ConflictSnafu {
                     table: table.identifier().to_string(),
                     message: format!(
@@ -321,6 +327,7 @@ impl TableCommit {
                 }
                 .fail();
             }
+            crate::metrics::metrics().commit_retries.inc();
             tokio::time::sleep(decide::backoff(attempt)).await;
         }
     }

@@ -493,11 +493,15 @@ impl TableWrite {
             return Ok(());
         };
         w.finish_compaction(&self.shared, false).await?;
+        crate::metrics::metrics()
+            .sorted_runs_max
+            .set(w.sorted_run_count() as i64);
         if !pk {
             // Append tables compact at commit only.
             return Ok(());
         }
         if w.sorted_run_count() > stop {
+            crate::metrics::metrics().write_stalls.inc();
             if !w.is_compacting() {
                 w.start_compaction(&self.shared, None);
             }
