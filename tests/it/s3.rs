@@ -375,3 +375,68 @@ async fn compactions_from_two_servers_conflict_cleanly() {
         .collect();
     assert_eq!(present, referenced);
 }
+
+/// What loading a table and planning a read of its latest snapshot costs in object-store
+/// requests, `rounds` times over, on a fresh handle with the given metadata cache.
+async fn planning_requests(uri: &str, cache_mb: u64, rounds: u64) -> (u64, u64) {
+    let options = StorageOptions {
+        metadata_cache_mb: Some(cache_mb),
+        ..storage()
+    };
+    let catalog = Catalog::open_with(uri, &options).unwrap();
+    let plan = || async {
+        let t = catalog
+            .load_table(&Identifier::new("db", "t"))
+            .await
+            .unwrap();
+        t.new_scan().plan().await.unwrap()
+    };
+    let first = catalog.io().requests();
+    assert!(!plan().await.splits.is_empty());
+    let warm = catalog.io().requests();
+    for _ in 0..rounds {
+        plan().await;
+    }
+    ((warm - first), (catalog.io().requests() - warm) / rounds)
+}
+
+/// A repeated query re-reads no metadata file: with the cache, planning again costs the
+/// `LATEST` hint and HEAD probes only, and never a listing.
+#[tokio::test]
+async fn warm_planning_reads_no_metadata_file_again() {
+    let uri = format!("s3://{}/wh", bucket());
+    let catalog = Catalog::open_with(&uri, &storage()).unwrap();
+    catalog.create_database("db", false).await.unwrap();
+    let table = catalog
+        .create_table(
+            &Identifier::new("db", "t"),
+            &definition("id BIGINT NOT NULL, v STRING", &["id"], &[("bucket", "2")]),
+            false,
+        )
+        .await
+        .unwrap();
+    for i in 0..3 {
+        table
+            .write_batches(
+                &[batch(&table, &[json!({"id": i, "v": "x"})])],
+                WriteOptions::default(),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let (cold, cached) = planning_requests(&uri, 64, 5).await;
+    let (_, uncached) = planning_requests(&uri, 0, 5).await;
+    // Schema: HEAD of the known id and of the next; snapshot: GET LATEST, HEAD of the next id
+    // and of the hinted one. Nothing else.
+    assert_eq!(
+        cached, 5,
+        "warm planning requests (cold: {cold}, uncached: {uncached})"
+    );
+    // Without the cache, the schema, the snapshot, both manifest lists and the manifests are
+    // read every time.
+    assert!(
+        uncached >= cached + 4,
+        "cached {cached}, uncached {uncached}"
+    );
+}
