@@ -9,6 +9,7 @@
 //! Listings skip zero-byte "directory marker" objects (`db.db/`, which pyarrow and so pypaimon
 //! leave on object stores): they are neither files nor tables.
 
+mod disk_cache;
 mod metered;
 pub mod s3;
 
@@ -57,10 +58,16 @@ pub struct FileIo {
     /// The newest id last seen per versioned directory (a table's `schema/`): where probing
     /// starts instead of a listing ([`FileIo::hint`]).
     hints: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
+    /// Object stores only, when configured: local copies of data files ([`FileIo::read_data`]).
+    data_cache: Option<Arc<disk_cache::DiskCache>>,
 }
 
 /// The metadata cache's size when `[storage] metadata_cache_mb` does not say.
 pub const DEFAULT_METADATA_CACHE_MB: u64 = 64;
+
+/// The data-file disk cache's size when `[storage] data_cache_dir` is set and
+/// `data_cache_mb` does not say.
+pub const DEFAULT_DATA_CACHE_MB: u64 = 1024;
 
 impl FileIo {
     /// Opens a warehouse that must exist already: a local directory that is missing is an
@@ -97,7 +104,19 @@ impl FileIo {
         if let Some(location) = s3::S3Location::parse(uri) {
             let location = location?;
             let store = s3::store(&location, storage)?;
-            return Ok(Self::assemble(store, None, location.uri(), cache_mb));
+            let mut io = Self::assemble(store, None, location.uri(), cache_mb);
+            if let Some(dir) = &storage.data_cache_dir {
+                let mb = storage.data_cache_mb.unwrap_or(DEFAULT_DATA_CACHE_MB);
+                // One subdirectory per warehouse (tenants share the setting), bounded each.
+                let own =
+                    std::path::Path::new(dir).join(&disk_cache::DiskCache::key(&io.uri, "")[..16]);
+                let cache =
+                    disk_cache::DiskCache::open(&own, mb * 1024 * 1024).context(LocalIoSnafu {
+                        path: format!("[storage] data_cache_dir {dir}"),
+                    })?;
+                io.data_cache = Some(cache);
+            }
+            return Ok(io);
         }
         if uri == "memory://" || uri == "memory:" {
             return Ok(Self::memory());
@@ -148,6 +167,7 @@ impl FileIo {
             requests,
             cache,
             hints: Arc::default(),
+            data_cache: None,
         }
     }
 
@@ -237,6 +257,27 @@ impl FileIo {
         if let Ok(mut h) = self.hints.lock() {
             h.remove(dir);
         }
+    }
+
+    /// Reads a data file (written once under a unique name): on an object store with
+    /// `[storage] data_cache_dir`, from its local copy when there is one, else fetched and kept.
+    pub async fn read_data(&self, path: &str) -> Result<Bytes> {
+        let Some(cache) = &self.data_cache else {
+            return self.read(path).await;
+        };
+        let key = disk_cache::DiskCache::key(&self.uri, path);
+        let (c, k) = (Arc::clone(cache), key.clone());
+        if let Some(b) = blocking(path, move || Ok(c.get(&k))).await? {
+            return Ok(b);
+        }
+        let bytes = self.read(path).await?;
+        let (c, b) = (Arc::clone(cache), bytes.clone());
+        blocking(path, move || {
+            c.put(&key, &b);
+            Ok(())
+        })
+        .await?;
+        Ok(bytes)
     }
 
     async fn forget(&self, path: &str) {

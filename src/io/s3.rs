@@ -51,6 +51,11 @@ pub struct StorageOptions {
     /// Memory for immutable metadata files read again and again (snapshots, schemas, manifest
     /// lists, manifests), per warehouse; 0 turns the cache off (default 64).
     pub metadata_cache_mb: Option<u64>,
+    /// A local directory for copies of data files read from the store (off when unset; emptied
+    /// at start). Give each server its own.
+    pub data_cache_dir: Option<String>,
+    /// Its bound (default 1024).
+    pub data_cache_mb: Option<u64>,
 }
 
 /// Where an `s3://` warehouse is: its bucket and the key prefix (no leading or trailing `/`).

@@ -168,6 +168,8 @@ impl ServerConfig {
             .unwrap_or(std::path::Path::new(""));
         config.warehouse = config.warehouse.map(|w| relative_to(base, &w));
         config.auth.signing_key_file = config.auth.signing_key_file.map(|f| relative_to(base, &f));
+        config.storage.data_cache_dir =
+            config.storage.data_cache_dir.map(|d| relative_to(base, &d));
         if let Some(a) = &mut config.audit {
             a.file = relative_to(base, &a.file);
         }

@@ -380,7 +380,7 @@ pub(crate) fn read_file(
     file: &FileRef,
     target: &SchemaRef,
 ) -> Result<Vec<RecordBatch>> {
-    let bytes = handle.block_on(io.read(&file.path))?;
+    let bytes = handle.block_on(io.read_data(&file.path))?;
     decode_filtered(&file.path, bytes, target, None, file.columns.as_ref())
 }
 
@@ -494,7 +494,7 @@ pub(crate) fn run_stream(
     filter: Option<Arc<RowGroupFilter>>,
 ) -> crate::lsm::merge::stream::RunStream {
     Box::new(files.into_iter().flat_map(move |file| {
-        let batches = handle.block_on(io.read(&file.path)).and_then(|bytes| {
+        let batches = handle.block_on(io.read_data(&file.path)).and_then(|bytes| {
             decode_filtered(
                 &file.path,
                 bytes,

@@ -440,3 +440,63 @@ async fn warm_planning_reads_no_metadata_file_again() {
         "cached {cached}, uncached {uncached}"
     );
 }
+
+/// With `data_cache_dir`, a second read of the same files fetches no data file from the store;
+/// without it, every read does.
+#[tokio::test]
+async fn the_disk_cache_serves_data_files_again() {
+    let uri = format!("s3://{}/wh", bucket());
+    let catalog = Catalog::open_with(&uri, &storage()).unwrap();
+    catalog.create_database("db", false).await.unwrap();
+    let table = catalog
+        .create_table(
+            &Identifier::new("db", "t"),
+            &definition("id BIGINT NOT NULL, v STRING", &[], &[]),
+            false,
+        )
+        .await
+        .unwrap();
+    for i in 0..4 {
+        table
+            .write_batches(
+                &[batch(&table, &[json!({"id": i, "v": "x"})])],
+                WriteOptions::default(),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let reads = |cache: Option<String>| {
+        let uri = uri.clone();
+        async move {
+            let options = StorageOptions {
+                data_cache_dir: cache,
+                ..storage()
+            };
+            let c = Catalog::open_with(&uri, &options).unwrap();
+            let t = c.load_table(&Identifier::new("db", "t")).await.unwrap();
+            let mut costs = Vec::new();
+            for _ in 0..2 {
+                let before = c.io().requests();
+                let got = rows(&t.read_all(SnapshotSelector::Latest, None).await.unwrap());
+                assert_eq!(got.len(), 4);
+                costs.push(c.io().requests() - before);
+            }
+            costs
+        }
+    };
+    let uncached = reads(None).await;
+    let cached = reads(Some(dir.path().display().to_string())).await;
+    // The first reads cost the same (metadata and the four data files); warm, the metadata is
+    // cached either way, and the four data files are fetched again only without the disk cache.
+    assert_eq!(cached[0], uncached[0], "{cached:?} {uncached:?}");
+    assert_eq!(uncached[1], cached[1] + 4, "{cached:?} {uncached:?}");
+    let own = std::fs::read_dir(dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(std::fs::read_dir(own).unwrap().count(), 4);
+}
