@@ -77,6 +77,35 @@ fn definition(columns: &str, pk: &[&str], options: &[(&str, &str)]) -> TableDefi
     }
 }
 
+/// A fresh bucket with table `db.t` (`columns`, primary key `pk`, `options`) on `s3://B/wh`,
+/// and `commits` commits of `rows(commit)` each.
+async fn seeded(
+    columns: &str,
+    pk: &[&str],
+    options: &[(&str, &str)],
+    commits: i64,
+    rows_of: impl Fn(i64) -> Vec<serde_json::Value>,
+) -> (String, Catalog, tidelake::table::Table) {
+    let uri = format!("s3://{}/wh", bucket());
+    let catalog = Catalog::open_with(&uri, &storage()).unwrap();
+    catalog.create_database("db", false).await.unwrap();
+    let table = catalog
+        .create_table(
+            &Identifier::new("db", "t"),
+            &definition(columns, pk, options),
+            false,
+        )
+        .await
+        .unwrap();
+    for c in 0..commits {
+        table
+            .write_batches(&[batch(&table, &rows_of(c))], WriteOptions::default(), None)
+            .await
+            .unwrap();
+    }
+    (uri, catalog, table)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_on_s3_is_written_read_and_listed_without_directory_markers() {
     let uri = format!("s3://{}/lake/wh", bucket());
@@ -218,27 +247,10 @@ async fn committers_with_their_own_clients_land_contiguous_snapshots() {
 
 #[tokio::test]
 async fn the_latest_snapshot_is_found_by_probing_past_a_stale_hint() {
-    let uri = format!("s3://{}/wh", bucket());
-    let catalog = Catalog::open_with(&uri, &storage()).unwrap();
-    catalog.create_database("db", false).await.unwrap();
-    let table = catalog
-        .create_table(
-            &Identifier::new("db", "t"),
-            &definition("id BIGINT NOT NULL", &[], &[]),
-            false,
-        )
-        .await
-        .unwrap();
-    for i in 0..4 {
-        table
-            .write_batches(
-                &[batch(&table, &[json!({"id": i})])],
-                WriteOptions::default(),
-                None,
-            )
-            .await
-            .unwrap();
-    }
+    let (_, catalog, table) = seeded("id BIGINT NOT NULL", &[], &[], 4, |i| {
+        vec![json!({"id": i})]
+    })
+    .await;
     let sm = table.snapshot_manager();
     // A crash (or another server) left the hint two commits behind.
     catalog
@@ -297,30 +309,18 @@ async fn an_unusable_warehouse_is_one_error_naming_it() {
 /// lands on each base, the loser's output files are removed, and the rows are unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn compactions_from_two_servers_conflict_cleanly() {
-    let uri = format!("s3://{}/wh", bucket());
-    let first = Catalog::open_with(&uri, &storage()).unwrap();
-    first.create_database("db", false).await.unwrap();
-    let table = first
-        .create_table(
-            &Identifier::new("db", "t"),
-            &definition(
-                "id BIGINT NOT NULL, v STRING",
-                &["id"],
-                &[("bucket", "1"), ("write-only", "true")],
-            ),
-            false,
-        )
-        .await
-        .unwrap();
-    for round in 0..4 {
-        let rows_in: Vec<_> = (0..20)
-            .map(|i| json!({"id": i, "v": format!("r{round}")}))
-            .collect();
-        table
-            .write_batches(&[batch(&table, &rows_in)], WriteOptions::default(), None)
-            .await
-            .unwrap();
-    }
+    let (uri, first, _) = seeded(
+        "id BIGINT NOT NULL, v STRING",
+        &["id"],
+        &[("bucket", "1"), ("write-only", "true")],
+        4,
+        |round| {
+            (0..20)
+                .map(|i| json!({"id": i, "v": format!("r{round}")}))
+                .collect()
+        },
+    )
+    .await;
     let compactors: Vec<_> = (0..2)
         .map(|_| {
             let uri = uri.clone();
@@ -404,27 +404,14 @@ async fn planning_requests(uri: &str, cache_mb: u64, rounds: u64) -> (u64, u64) 
 /// `LATEST` hint and HEAD probes only, and never a listing.
 #[tokio::test]
 async fn warm_planning_reads_no_metadata_file_again() {
-    let uri = format!("s3://{}/wh", bucket());
-    let catalog = Catalog::open_with(&uri, &storage()).unwrap();
-    catalog.create_database("db", false).await.unwrap();
-    let table = catalog
-        .create_table(
-            &Identifier::new("db", "t"),
-            &definition("id BIGINT NOT NULL, v STRING", &["id"], &[("bucket", "2")]),
-            false,
-        )
-        .await
-        .unwrap();
-    for i in 0..3 {
-        table
-            .write_batches(
-                &[batch(&table, &[json!({"id": i, "v": "x"})])],
-                WriteOptions::default(),
-                None,
-            )
-            .await
-            .unwrap();
-    }
+    let (uri, _, _) = seeded(
+        "id BIGINT NOT NULL, v STRING",
+        &["id"],
+        &[("bucket", "2")],
+        3,
+        |i| vec![json!({"id": i, "v": "x"})],
+    )
+    .await;
     let (cold, cached) = planning_requests(&uri, 64, 5).await;
     let (_, uncached) = planning_requests(&uri, 0, 5).await;
     // Schema: HEAD of the known id and of the next; snapshot: GET LATEST, HEAD of the next id
@@ -445,27 +432,10 @@ async fn warm_planning_reads_no_metadata_file_again() {
 /// without it, every read does.
 #[tokio::test]
 async fn the_disk_cache_serves_data_files_again() {
-    let uri = format!("s3://{}/wh", bucket());
-    let catalog = Catalog::open_with(&uri, &storage()).unwrap();
-    catalog.create_database("db", false).await.unwrap();
-    let table = catalog
-        .create_table(
-            &Identifier::new("db", "t"),
-            &definition("id BIGINT NOT NULL, v STRING", &[], &[]),
-            false,
-        )
-        .await
-        .unwrap();
-    for i in 0..4 {
-        table
-            .write_batches(
-                &[batch(&table, &[json!({"id": i, "v": "x"})])],
-                WriteOptions::default(),
-                None,
-            )
-            .await
-            .unwrap();
-    }
+    let (uri, _, _) = seeded("id BIGINT NOT NULL, v STRING", &[], &[], 4, |i| {
+        vec![json!({"id": i, "v": "x"})]
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let reads = |cache: Option<String>| {
         let uri = uri.clone();
