@@ -197,14 +197,19 @@ impl FileIo {
     /// snapshot file), from the metadata cache when it holds it. Writes and deletes through this
     /// handle drop the path from the cache (a rollback or a dropped table's files).
     pub async fn read_immutable(&self, path: &str) -> Result<Bytes> {
+        self.read_cached(path, path.to_string()).await
+    }
+
+    /// Reads `path` through the metadata cache, under `key`.
+    async fn read_cached(&self, path: &str, key: String) -> Result<Bytes> {
         let Some(cache) = &self.cache else {
             return self.read(path).await;
         };
-        if let Some(b) = cache.get(path).await {
+        if let Some(b) = cache.get(&key).await {
             return Ok(b);
         }
         let bytes = self.read(path).await?;
-        cache.insert(path.to_string(), bytes.clone()).await;
+        cache.insert(key, bytes.clone()).await;
         Ok(bytes)
     }
 
@@ -229,16 +234,7 @@ impl FileIo {
     /// Reads `path` as it was when [`FileIo::version`] said `version`, from the cache when it
     /// holds that version.
     pub async fn read_version(&self, path: &str, version: &str) -> Result<Bytes> {
-        let Some(cache) = &self.cache else {
-            return self.read(path).await;
-        };
-        let key = format!("{path}\0{version}");
-        if let Some(b) = cache.get(&key).await {
-            return Ok(b);
-        }
-        let bytes = self.read(path).await?;
-        cache.insert(key, bytes.clone()).await;
-        Ok(bytes)
+        self.read_cached(path, format!("{path}\0{version}")).await
     }
 
     /// The newest id last seen in the versioned directory `dir` (only a starting point: callers

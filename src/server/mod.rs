@@ -419,13 +419,14 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         None => None,
         Some(m) => {
             let at = resolve_listen(m).await?;
-            let l = TcpListener::bind(at).await.map_err(|e| {
+            let metrics_err = |e: std::io::Error| {
                 crate::error::LocalIoSnafu {
                     path: format!("[metrics] listen {at}"),
                 }
                 .into_error(e)
-            })?;
-            let local = l.local_addr().map_err(io_err)?;
+            };
+            let l = TcpListener::bind(at).await.map_err(metrics_err)?;
+            let local = l.local_addr().map_err(metrics_err)?;
             Some((l, local))
         }
     };
