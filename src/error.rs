@@ -12,6 +12,8 @@ pub enum ErrorKind {
     NotFound,
     AlreadyExists,
     Conflict,
+    /// Another writer uses this writer's commit user: it must stop (never retried).
+    Fenced,
     InvalidArgument,
     Unsupported,
     Unauthenticated,
@@ -106,6 +108,18 @@ pub enum Error {
         #[snafu(implicit)]
         location: Location,
     },
+    /// A snapshot of this writer's commit user that this writer did not commit: another stream
+    /// uses the same commit user, and this one stops before publishing anything more.
+    #[snafu(display(
+        "commit user '{commit_user}' committed snapshot {snapshot} of {table} from another stream; this stream is fenced"
+    ))]
+    Fenced {
+        table: String,
+        commit_user: String,
+        snapshot: i64,
+        #[snafu(implicit)]
+        location: Location,
+    },
     /// A failure reported by the query engine (DataFusion); [`Error::kind`] classifies it.
     #[snafu(display("{message}"))]
     Query {
@@ -171,6 +185,7 @@ impl Error {
             Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
             Error::Unsupported { .. } => ErrorKind::Unsupported,
             Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::Fenced { .. } => ErrorKind::Fenced,
             Error::Internal { .. } => ErrorKind::Internal,
             Error::OutOfRange { .. } => ErrorKind::OutOfRange,
             Error::Cancelled { .. } => ErrorKind::Cancelled,

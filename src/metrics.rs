@@ -49,6 +49,13 @@ pub struct Metrics {
     pub subscription_lag_snapshots: Gauge,
     /// Statements running now.
     pub active_statements: Gauge,
+    /// Streaming writes open now.
+    pub write_streams: Gauge,
+    /// Commits of streaming writes acknowledged, the rows in them, and the time from the commit
+    /// decision to the ack (spilling the buffers, publishing the snapshots).
+    pub stream_acks: Counter,
+    pub stream_rows: Counter,
+    pub stream_ack_seconds: Histogram,
     /// Finished RPCs by gRPC status code name (`OK`, `NOT_FOUND`, ...).
     pub requests: Family<Label, Counter>,
     /// Object-store requests by kind (get, put, head, list, delete, copy) and their latency.
@@ -83,6 +90,10 @@ impl Metrics {
             subscriptions: Gauge::default(),
             subscription_lag_snapshots: Gauge::default(),
             active_statements: Gauge::default(),
+            write_streams: Gauge::default(),
+            stream_acks: Counter::default(),
+            stream_rows: Counter::default(),
+            stream_ack_seconds: latency(),
             requests: Family::default(),
             store_requests: Family::default(),
             store_seconds: Family::new_with_constructor(latency as Hist),
@@ -164,6 +175,26 @@ impl Metrics {
             "active_statements",
             "Statements running",
             m.active_statements.clone(),
+        );
+        r.register(
+            "write_streams",
+            "Streaming writes open",
+            m.write_streams.clone(),
+        );
+        r.register(
+            "stream_acks",
+            "Commits of streaming writes acknowledged",
+            m.stream_acks.clone(),
+        );
+        r.register(
+            "stream_rows",
+            "Rows of streaming writes acknowledged",
+            m.stream_rows.clone(),
+        );
+        r.register(
+            "stream_ack_duration_seconds",
+            "Streaming write commit latency, commit decision to acknowledgement",
+            m.stream_ack_seconds.clone(),
         );
         r.register(
             "requests",

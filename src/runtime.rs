@@ -258,6 +258,26 @@ impl WorkPool {
         E: Send + 'static,
     {
         let threads = self.threads(&admission);
+        self.run_stream_on(threads, admission, fut, on_panic).await
+    }
+
+    /// [`Self::run_stream`] on a work thread with `threads` workers, whatever the admission (a
+    /// call whose admission is held elsewhere, to be given back early).
+    pub async fn run_stream_on<H, T, E, F, S>(
+        &self,
+        threads: usize,
+        admission: Option<Admission>,
+        fut: F,
+        on_panic: fn(Panicked) -> E,
+    ) -> Result<(H, BoxStream<'static, Result<T, E>>), E>
+    where
+        F: Future<Output = Result<(H, S), E>> + Send + 'static,
+        S: Stream<Item = Result<T, E>> + Send + 'static,
+        H: Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let threads = threads.max(1);
         let (first_tx, first_rx) = oneshot::channel::<Result<H, E>>();
         let (tx, rx) = mpsc::channel::<Result<T, E>>(2);
         let job = async move {

@@ -18,6 +18,7 @@ pub mod seal;
 pub mod service;
 pub mod session;
 pub mod status;
+pub mod streaming;
 pub mod tenant;
 pub mod tls;
 
@@ -50,6 +51,8 @@ pub struct ServerConfig {
     pub users: Vec<UserConfig>,
     #[serde(default)]
     pub query: QueryConfig,
+    #[serde(default)]
+    pub ingest: IngestConfig,
     #[serde(default)]
     pub auth: AuthConfig,
     #[serde(default)]
@@ -106,6 +109,8 @@ pub struct TenantConfig {
     pub statement_timeout_seconds: Option<u64>,
     /// Changelog subscriptions open at once (default 64).
     pub max_subscriptions: Option<usize>,
+    /// Streaming writes open at once (default `[ingest] max_streams`).
+    pub max_streams: Option<usize>,
 }
 
 /// `[auth]`: how tokens and tickets are signed and how long they live.
@@ -152,6 +157,18 @@ pub struct QueryConfig {
     /// The same for one user (default 8), so one user's many queries leave room for others.
     pub max_concurrent_per_user: Option<usize>,
 }
+
+/// `[ingest]`: streaming writes (DoPut with a `tidelake.StreamingWrite` descriptor).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Streaming writes open at once, per tenant (default 256; `[[tenants]] max_streams`
+    /// overrides it for one tenant). A stream holds no statement slot.
+    pub max_streams: Option<usize>,
+}
+
+/// Default of `[ingest] max_streams`.
+pub const DEFAULT_MAX_STREAMS: usize = 256;
 
 impl ServerConfig {
     /// Parses the config file at `path`; relative paths in it are relative to the file's
@@ -217,6 +234,8 @@ pub struct ServeOptions {
     pub metrics_listen: Option<String>,
     pub limits: SqlLimits,
     pub work: crate::runtime::WorkLimits,
+    /// `[ingest] max_streams`: the implicit tenant's limit, and the default of configured ones.
+    pub max_streams: usize,
 }
 
 impl ServeOptions {
@@ -336,6 +355,7 @@ impl ServeOptions {
                 },
                 max_concurrent_statements: Some(t.max_concurrent_statements.unwrap_or(16)),
                 max_subscriptions: Some(t.max_subscriptions.unwrap_or(64)),
+                max_streams: Some(t.max_streams.or(config.ingest.max_streams).unwrap_or(DEFAULT_MAX_STREAMS)),
             })
             .collect();
         let tls = match &config.tls {
@@ -353,6 +373,7 @@ impl ServeOptions {
             audit_file: config.audit.map(|a| a.file),
             storage: config.storage,
             metrics_listen: config.metrics.map(|m| m.listen),
+            max_streams: config.ingest.max_streams.unwrap_or(DEFAULT_MAX_STREAMS),
             warehouse,
             listen: listen
                 .or(config.listen)
@@ -477,12 +498,14 @@ async fn open(options: &ServeOptions) -> Result<(Arc<auth::Authenticator>, audit
         Some(f) => audit::Audit::to_file(f)?,
         None => audit::Audit::to_log(),
     };
-    let tenants = Arc::new(tenant::Tenants::open(
+    let mut tenants = tenant::Tenants::open(
         &options.tenants,
         &options.warehouse,
         &options.limits,
         &options.storage,
-    )?);
+    )?;
+    tenants.limit_implicit_streams(options.max_streams);
+    let tenants = Arc::new(tenants);
     tenants.prepare().await?;
     let auth = Arc::new(auth::Authenticator::new(
         options.users.clone(),

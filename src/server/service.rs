@@ -29,6 +29,7 @@ use super::session::{
     SetSessionOptionsRequest, SetSessionOptionsResult,
 };
 use super::status::{bounded, to_status};
+use super::streaming::{Releasable, Shutdown};
 use crate::runtime::{with_deadline, Admission, Panicked, WorkPool};
 
 /// Flight-core session actions answered here (name, description).
@@ -441,16 +442,38 @@ impl FlightService for TidelakeService {
 
     async fn do_put(
         &self,
-        request: Request<Streaming<FlightData>>,
+        mut request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
+        // The descriptor is in the first message, which only the Flight SQL dispatcher reads: a
+        // streaming write (its fallback) gives the statement slot back through `Releasable`.
         let admission = self.admit(&request, None).await?;
+        let threads = self.work.limits().threads_per_call;
+        let slot = Releasable(Arc::new(std::sync::Mutex::new(Some(Box::new(admission)))));
+        request.extensions_mut().insert(slot.clone());
+        request
+            .extensions_mut()
+            .insert(Shutdown(self.shutdown.clone()));
         let sql = Arc::clone(&self.sql);
-        let resp = self
-            .on_work_stream(Some(admission), None, async move {
-                FlightService::do_put(sql.as_ref(), request).await
-            })
-            .await?;
-        Ok(resp)
+        let started = async move {
+            let (head, stream, _extensions) =
+                FlightService::do_put(sql.as_ref(), request).await?.into_parts();
+            Ok::<_, Status>((head, stream))
+        };
+        let (head, stream) = self
+            .work
+            .run_stream_on(threads, None, started, panic_status)
+            .await
+            .map_err(bounded)?;
+        let stream: Self::DoPutStream = Box::pin(stream.map(move |r| {
+            // The slot is held as long as the stream is, unless released.
+            let _held = &slot;
+            r.map_err(bounded)
+        }));
+        Ok(Response::from_parts(
+            head,
+            stream,
+            tonic::Extensions::default(),
+        ))
     }
 
     async fn do_action(

@@ -9,7 +9,7 @@ pub fn code(kind: ErrorKind) -> Code {
     match kind {
         ErrorKind::NotFound => Code::NotFound,
         ErrorKind::AlreadyExists => Code::AlreadyExists,
-        ErrorKind::Conflict => Code::Aborted,
+        ErrorKind::Conflict | ErrorKind::Fenced => Code::Aborted,
         ErrorKind::InvalidArgument => Code::InvalidArgument,
         ErrorKind::Unsupported => Code::Unimplemented,
         ErrorKind::Unauthenticated => Code::Unauthenticated,

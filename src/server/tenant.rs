@@ -28,6 +28,8 @@ pub struct TenantOptions {
     pub max_concurrent_statements: Option<usize>,
     /// Changelog subscriptions open at once.
     pub max_subscriptions: Option<usize>,
+    /// Streaming writes open at once.
+    pub max_streams: Option<usize>,
 }
 
 /// A tenant being served.
@@ -40,6 +42,9 @@ pub struct Tenant {
     pub operations: Arc<Operations>,
     statements: Option<Limit>,
     subscriptions: Option<Limit>,
+    streams: Option<Limit>,
+    /// Its streaming writes on this server, one per (table, commit user).
+    pub writers: Arc<super::streaming::Streams>,
 }
 
 #[derive(Debug)]
@@ -78,6 +83,8 @@ impl Tenant {
             operations: Arc::default(),
             statements: None,
             subscriptions: None,
+            streams: None,
+            writers: Arc::default(),
         })
     }
 
@@ -123,6 +130,22 @@ impl Tenant {
                 ))
             })
     }
+
+    /// A slot for one streaming write, held as long as it streams.
+    pub fn open_stream(&self) -> std::result::Result<Option<OwnedSemaphorePermit>, Status> {
+        let Some(limit) = &self.streams else {
+            return Ok(None);
+        };
+        Arc::clone(&limit.permits)
+            .try_acquire_owned()
+            .map(Some)
+            .map_err(|_| {
+                exhausted(format!(
+                    "tenant '{}' has max_streams = {} streaming writes open; end one or retry later",
+                    self.name, limit.max
+                ))
+            })
+    }
 }
 
 /// The tenants a server serves, by name.
@@ -152,6 +175,7 @@ impl Tenants {
             let mut t = Tenant::open(&c.name, &c.warehouse, c.limits.clone(), storage)?;
             t.statements = c.max_concurrent_statements.map(Limit::new);
             t.subscriptions = c.max_subscriptions.map(Limit::new);
+            t.streams = c.max_streams.map(Limit::new);
             if let Some(local) = t.engine.catalog().io().local_root() {
                 for (other, r) in &roots {
                     if local.starts_with(r) || r.starts_with(local) {
@@ -180,6 +204,16 @@ impl Tenants {
             }
         }
         Ok(Self { by_name })
+    }
+
+    /// Limits the implicit tenant's streaming writes (`[ingest] max_streams`); configured
+    /// tenants have theirs. Only before the tenants are shared.
+    pub fn limit_implicit_streams(&mut self, max: usize) {
+        if let Some(t) = self.by_name.get_mut(CATALOG_NAME).and_then(Arc::get_mut) {
+            if t.streams.is_none() {
+                t.streams = Some(Limit::new(max));
+            }
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Tenant>> {
@@ -225,6 +259,7 @@ mod tests {
             limits: SqlLimits::default(),
             max_concurrent_statements: Some(1),
             max_subscriptions: Some(1),
+            max_streams: Some(1),
         }
     }
 

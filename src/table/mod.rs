@@ -24,7 +24,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
 pub use crate::schema::layout::TableLayout;
-pub use commit::{CommitOutcome, Overwrite, TableCommit};
+pub use commit::{CommitOutcome, CommitUserState, Committed, Overwrite, TableCommit};
 pub use read::TableRead;
 pub use scan::{Plan, ScanBuilder, SnapshotSelector, Split};
 pub use write::{CommitMessage, TableWrite, WriteOptions};

@@ -67,6 +67,7 @@ impl Server {
             metrics_listen: None,
             limits: Default::default(),
             work: Default::default(),
+            max_streams: tidelake::server::DEFAULT_MAX_STREAMS,
         };
         adjust(&mut options);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -4,6 +4,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod bad_input;
+mod chaos;
 mod changelog;
 mod common;
 mod compaction;
@@ -17,5 +18,6 @@ mod flight;
 mod interop;
 mod lifecycle;
 mod model;
+mod parsers;
 mod s3;
 mod sql;

@@ -102,3 +102,25 @@ def test_rust_quickstart_covers_sql_ingest_and_admin(server, conn):
     assert cur.fetchall() == [(1, "apple", 4, None), (3, "plum", 1, None)]
     cur.execute('SELECT tag_name, snapshot_id FROM rust_qs."items$tags"')
     assert cur.fetchall() == [("v1", 3)]
+
+
+def test_rust_stream_writer_acknowledges_and_resumes(server, conn, db):
+    """clients/rust/examples/stream_write.rs: acks per commit, then a second run resumes after them."""
+    example = _example().parent / "stream_write"
+    assert example.exists(), f"{example} is missing: cargo build -p tidelake-client --examples"
+    cur = conn.cursor()
+    cur.execute(f"CREATE TABLE {db}.w (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '2')")
+    env = dict(os.environ, TIDELAKE_USER=USER, TIDELAKE_PASSWORD=PASSWORD)
+    base = [str(example), f"http://{server.host}:{server.port}", f"{db}.w", "--commit-user", "rs", "--every-rows", "20"]
+    out = subprocess.run(base + ["--positions", "5"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "resume none"
+    acks = [line.split(" ", 3) for line in lines[1:]]
+    # 50 rows, a commit every 20: at positions 1 and 3, the rest (10 rows) at the end.
+    assert [(a[1], a[2]) for a in acks] == [("1", "20"), ("3", "20"), ("4", "10")], out.stdout
+    out = subprocess.run(base + ["--positions", "7"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "resume 4", out.stdout
+    cur.execute(f"SELECT count(*), min(id), max(id) FROM {db}.w")
+    assert cur.fetchone() == (70, 0, 69)

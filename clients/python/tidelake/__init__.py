@@ -52,6 +52,7 @@ from .protocol import (
 from .subscription import ROW_KIND_COLUMN, ChangelogEvent, ResumeError, Subscription, is_transient, subscribe
 from .client import ROW_KINDS, Client
 from .admin import OperationInfo, OperationProgress
+from .writer import Ack, Writer
 from .errors import (
     AlreadyExistsError,
     CancelledError,
@@ -78,7 +79,7 @@ __all__ = [
     "Client", "ROW_KINDS", "Error", "NotFoundError", "AlreadyExistsError", "InvalidArgumentError",
     "OutOfRangeError", "ConflictError", "UnauthenticatedError", "PermissionDeniedError", "UnsupportedError",
     "UnavailableError", "InternalError", "CancelledError", "ResourceExhaustedError", "TimedOutError",
-    "OperationProgress", "OperationInfo",
+    "OperationProgress", "OperationInfo", "Ack", "Writer",
 ]
 
 

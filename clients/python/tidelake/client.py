@@ -547,6 +547,35 @@ class Client:
         """
         return self.ingest(table, data, mode="append", row_kind_column=row_kind_column)
 
+    def writer(self, table: TableName, *, commit_user: str, kind: Optional[str] = None, every_rows: int = 0,
+               every_ms: int = 0, row_kind_column: Optional[str] = None,
+               schema: Optional[pa.Schema] = None) -> "Writer":
+        """A streaming write into ``table`` (:class:`tidelake.writer.Writer`): one DoPut that stays
+        open, commits every ``every_rows`` rows and/or every ``every_ms`` milliseconds (and when
+        asked, and at the end), and acknowledges each commit once it is durable.
+
+        ``commit_user`` is the producer's stable identity: a restarted producer passes the same one
+        and resumes its source after :meth:`Writer.resume_position`. ``kind`` is ``"append"`` (a table
+        without primary key; the default there), ``"upsert"`` (the default for primary-key tables)
+        or ``"changes"`` (rows carry ``+I``/``-U``/``+U``/``-D`` in ``row_kind_column``, default
+        ``_row_kind``). ``schema`` defaults to the table's.
+        """
+        from .writer import Writer
+
+        self._check_open()
+        database, name = split_table_name(table)
+        qualified = f"{database}.{name}" if database else name
+        if schema is None:
+            schema = self.table_schema(table)
+        if kind is None:
+            kind = "upsert" if self.primary_key(table) else "append"
+
+        def run():
+            return Writer(self._flight, self._options(), qualified, schema, commit_user=commit_user, kind=kind,
+                          every_rows=every_rows, every_ms=every_ms, row_kind_column=row_kind_column)
+
+        return self._call(run)
+
     # ------------------------------------------------------------ subscriptions and admin
 
     def subscribe(self, table: str, **kwargs) -> Subscription:

@@ -163,6 +163,18 @@ impl Client {
         self.ingest(table, batches, &opts).await
     }
 
+    /// Opens a streaming write into `table` (`db.t` or `t`) with rows of `schema` (the table's
+    /// columns; for [`crate::WriteKind::Changes`] also the row-kind column). See
+    /// [`crate::StreamWriter`].
+    pub async fn writer(
+        &mut self,
+        table: &str,
+        schema: arrow_schema::SchemaRef,
+        opts: &crate::WriterOptions,
+    ) -> Result<crate::StreamWriter, Error> {
+        crate::StreamWriter::open(&mut self.sql, table, schema, opts).await
+    }
+
     /// A changelog subscription with this client's credentials (its own connection).
     pub fn subscribe(&self, ticket: ChangelogTicket) -> Subscriber {
         Subscriber::new(&self.endpoint, &self.user, &self.password, ticket)

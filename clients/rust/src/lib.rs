@@ -12,7 +12,10 @@
 use std::time::Duration;
 
 pub mod client;
+pub mod writer;
 pub use client::{Client, IngestMode, IngestOptions};
+pub use proto::{WriteAck, WriteKind};
+pub use writer::{StreamWriter, WriterOptions};
 
 use arrow_array::RecordBatch;
 use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};

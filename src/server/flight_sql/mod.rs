@@ -54,7 +54,8 @@ mod tickets;
 use encode::{batch_stream, flight_info, ipc_schema, metadata_info, plain_type};
 pub(crate) use encode::{encode_stream, plain_schema};
 pub(crate) use tickets::Handle;
-use tickets::{checked_flight_data, encode_params};
+pub(crate) use tickets::checked_flight_data;
+use tickets::encode_params;
 
 /// Largest FlightData message the server sends (batches are split to fit).
 pub const MAX_FLIGHT_DATA: usize = 2 * 1024 * 1024;
@@ -620,6 +621,23 @@ impl FlightSqlService for TidelakeFlightSql {
             .build()
             .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
         Ok(Response::new(batch_stream(batch)))
+    }
+
+    async fn do_put_fallback(
+        &self,
+        request: Request<PeekableFlightDataStream>,
+        message: arrow_flight::sql::Any,
+    ) -> std::result::Result<
+        Response<<Self as arrow_flight::flight_service_server::FlightService>::DoPutStream>,
+        Status,
+    > {
+        match super::streaming::parse_command(&message) {
+            Some(cmd) => super::streaming::serve(&self.auth, request, cmd?).await,
+            None => Err(super::status::status(
+                ErrorKind::Unsupported,
+                format!("DoPut: unknown command {}", message.type_url),
+            )),
+        }
     }
 
     async fn do_put_statement_update(

@@ -136,7 +136,7 @@ pub(super) fn encode_params(
 }
 
 /// `input` with every message checked by [`super::ipc`] before arrow decodes it.
-pub(super) fn checked_flight_data(
+pub(crate) fn checked_flight_data(
     input: impl Stream<Item = std::result::Result<arrow_flight::FlightData, FlightError>>
         + Send
         + 'static,

@@ -102,6 +102,35 @@ impl TableCommit {
         identifier: i64,
         overwrite: Option<Overwrite>,
     ) -> Result<CommitOutcome> {
+        Ok(self
+            .commit_with(messages, identifier, overwrite, None)
+            .await?
+            .outcome)
+    }
+
+    /// Commits `messages` for a streaming writer whose previous commit (or whose start, when it
+    /// has not committed yet) is snapshot `since`: every snapshot of this commit user after `since`
+    /// is another writer's, and finding one on the snapshot a commit builds on fails it with
+    /// [`crate::error::Error::Fenced`] before anything is published. The check and the
+    /// conditional put of the next snapshot make it atomic: no two streams of one commit user
+    /// both commit after the same snapshot.
+    pub async fn commit_fenced(
+        &self,
+        messages: Vec<CommitMessage>,
+        identifier: i64,
+        since: i64,
+    ) -> Result<Committed> {
+        self.commit_with(messages, identifier, None, Some(since))
+            .await
+    }
+
+    async fn commit_with(
+        &self,
+        messages: Vec<CommitMessage>,
+        identifier: i64,
+        overwrite: Option<Overwrite>,
+        mut fence: Option<i64>,
+    ) -> Result<Committed> {
         let entries = |files: fn(&CommitMessage) -> &Vec<DataFileMeta>,
                        kind: FileKind|
          -> Vec<ManifestEntry> {
@@ -123,13 +152,23 @@ impl TableCommit {
         let compact_changelog = entries(|m| &m.compact_changelog, FileKind::Add);
         let mut compaction = entries(|m| &m.compact_before, FileKind::Delete);
         compaction.extend(entries(|m| &m.compact_after, FileKind::Add));
+        let mut snapshots = Vec::new();
         if adds.is_empty() && overwrite.is_none() && compaction.is_empty() {
-            return Ok(CommitOutcome::Empty);
+            return Ok(Committed {
+                outcome: CommitOutcome::Empty,
+                snapshots,
+            });
         }
         if identifier != BATCH_COMMIT_IDENTIFIER {
             let latest = self.table.snapshot_manager().latest().await?;
+            if let (Some(since), Some(l)) = (fence, latest.as_ref()) {
+                self.check_fence(since, l).await?;
+            }
             if let Some(id) = self.find_committed(latest.as_ref(), identifier).await? {
-                return Ok(CommitOutcome::AlreadyCommitted(id));
+                return Ok(Committed {
+                    outcome: CommitOutcome::AlreadyCommitted(id),
+                    snapshots,
+                });
             }
         }
         // At most two snapshots per commit: the new data (APPEND or OVERWRITE), then the
@@ -142,8 +181,12 @@ impl TableCommit {
                 CommitKind::Append
             };
             outcome = self
-                .try_commit(kind, adds, changelog, overwrite.as_ref(), identifier)
+                .try_commit(kind, adds, changelog, overwrite.as_ref(), identifier, fence)
                 .await?;
+            if let CommitOutcome::Committed(id) = outcome {
+                snapshots.push(id);
+                fence = fence.map(|_| id);
+            }
         }
         if !compaction.is_empty() {
             outcome = match self
@@ -153,10 +196,16 @@ impl TableCommit {
                     compact_changelog,
                     None,
                     identifier,
+                    fence,
                 )
                 .await
             {
-                Ok(o) => o,
+                Ok(o) => {
+                    if let CommitOutcome::Committed(id) = o {
+                        snapshots.push(id);
+                    }
+                    o
+                }
                 // The new data is committed; a compaction that lost to a concurrent one is only
                 // work to redo later. Its files were never published.
                 Err(e) if outcome != CommitOutcome::Empty && e.kind() == ErrorKind::Conflict => {
@@ -191,7 +240,32 @@ impl TableCommit {
                 }
             }
         }
-        Ok(outcome)
+        Ok(Committed { outcome, snapshots })
+    }
+
+    /// Fails with [`crate::error::Error::Fenced`] when a snapshot after `since`, up to `latest`,
+    /// belongs to this commit user (expired ones are skipped: they cannot be told apart).
+    async fn check_fence(&self, since: i64, latest: &Snapshot) -> Result<()> {
+        let sm = self.table.snapshot_manager();
+        let earliest = sm.earliest_id().await?.unwrap_or(1);
+        let mut id = latest.id;
+        while id > since && id >= earliest {
+            let s = if id == latest.id {
+                Some(latest.clone())
+            } else {
+                sm.try_snapshot(id).await?
+            };
+            if let Some(s) = s.filter(|s| s.commit_user == self.commit_user) {
+                return crate::error::FencedSnafu {
+                    table: self.table.identifier().to_string(),
+                    commit_user: self.commit_user.clone(),
+                    snapshot: s.id,
+                }
+                .fail();
+            }
+            id -= 1;
+        }
+        Ok(())
     }
 
     /// Deletes the outputs of a compaction that was not committed.
@@ -218,6 +292,7 @@ impl TableCommit {
         changelog: Vec<ManifestEntry>,
         overwrite: Option<&Overwrite>,
         identifier: i64,
+        fence: Option<i64>,
     ) -> Result<CommitOutcome> {
         let table = &self.table;
         let started = std::time::Instant::now();
@@ -245,6 +320,9 @@ impl TableCommit {
         };
         loop {
             let latest = sm.latest().await?;
+            if let (Some(since), Some(l)) = (fence, latest.as_ref()) {
+                self.check_fence(since, l).await?;
+            }
             let live = match &latest {
                 Some(s) if kind == CommitKind::Compact || overwrite.is_some() => {
                     mm.live_entries(s).await?
@@ -409,27 +487,74 @@ impl TableCommit {
         latest: Option<&Snapshot>,
         identifier: i64,
     ) -> Result<Option<i64>> {
-        let Some(latest) = latest else {
-            return Ok(None);
-        };
-        let sm = self.table.snapshot_manager();
-        let earliest = sm.earliest_id().await?.unwrap_or(1);
-        let mut id = latest.id;
-        while id >= earliest {
-            let s = if id == latest.id {
-                latest.clone()
-            } else {
-                match sm.try_snapshot(id).await? {
-                    Some(s) => s,
-                    None => break, // expired concurrently
-                }
-            };
-            if s.commit_user == self.commit_user {
-                return Ok((s.commit_identifier >= identifier).then_some(s.id));
+        let newest = newest_of(&self.table, latest, &self.commit_user).await?;
+        Ok(newest
+            .filter(|s| s.commit_identifier >= identifier)
+            .map(|s| s.id))
+    }
+}
+
+/// What a fenced commit produced: how it ended, and the snapshots it published (APPEND, then
+/// COMPACT).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub outcome: CommitOutcome,
+    pub snapshots: Vec<i64>,
+}
+
+/// The newest retained snapshot of `commit_user`, walking back from `latest` (Paimon's
+/// `filterCommitted` walk). An expired one is not found.
+async fn newest_of(
+    table: &Table,
+    latest: Option<&Snapshot>,
+    commit_user: &str,
+) -> Result<Option<Snapshot>> {
+    let Some(latest) = latest else {
+        return Ok(None);
+    };
+    let sm = table.snapshot_manager();
+    let earliest = sm.earliest_id().await?.unwrap_or(1);
+    let mut id = latest.id;
+    while id >= earliest {
+        let s = if id == latest.id {
+            latest.clone()
+        } else {
+            match sm.try_snapshot(id).await? {
+                Some(s) => s,
+                None => break, // expired concurrently
             }
-            id -= 1;
+        };
+        if s.commit_user == commit_user {
+            return Ok(Some(s));
         }
-        Ok(None)
+        id -= 1;
+    }
+    Ok(None)
+}
+
+/// Where a commit user stands in a table: its newest retained snapshot's commit identifier and
+/// id, and the table's latest snapshot id when it was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitUserState {
+    /// The last durable commit identifier of the commit user (`None`: nothing retained).
+    pub identifier: Option<i64>,
+    /// The snapshot holding it.
+    pub snapshot: Option<i64>,
+    /// The table's latest snapshot at the time (0: none).
+    pub latest: i64,
+}
+
+impl Table {
+    /// The last commit identifier durable for `commit_user`, read from the snapshots as Paimon's
+    /// exactly-once restore does. Snapshot expiry can remove it: then nothing is known.
+    pub async fn last_committed(&self, commit_user: &str) -> Result<CommitUserState> {
+        let latest = self.snapshot_manager().latest().await?;
+        let newest = newest_of(self, latest.as_ref(), commit_user).await?;
+        Ok(CommitUserState {
+            identifier: newest.as_ref().map(|s| s.commit_identifier),
+            snapshot: newest.as_ref().map(|s| s.id),
+            latest: latest.map_or(0, |s| s.id),
+        })
     }
 }
 
