@@ -355,7 +355,11 @@ impl ServeOptions {
                 },
                 max_concurrent_statements: Some(t.max_concurrent_statements.unwrap_or(16)),
                 max_subscriptions: Some(t.max_subscriptions.unwrap_or(64)),
-                max_streams: Some(t.max_streams.or(config.ingest.max_streams).unwrap_or(DEFAULT_MAX_STREAMS)),
+                max_streams: Some(
+                    t.max_streams
+                        .or(config.ingest.max_streams)
+                        .unwrap_or(DEFAULT_MAX_STREAMS),
+                ),
             })
             .collect();
         let tls = match &config.tls {

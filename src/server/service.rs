@@ -455,8 +455,9 @@ impl FlightService for TidelakeService {
             .insert(Shutdown(self.shutdown.clone()));
         let sql = Arc::clone(&self.sql);
         let started = async move {
-            let (head, stream, _extensions) =
-                FlightService::do_put(sql.as_ref(), request).await?.into_parts();
+            let (head, stream, _extensions) = FlightService::do_put(sql.as_ref(), request)
+                .await?
+                .into_parts();
             Ok::<_, Status>((head, stream))
         };
         let (head, stream) = self

@@ -136,11 +136,7 @@ impl Drop for StreamGuard {
 
 impl Streams {
     /// Takes the place of (`table`, `commit_user`), or says since when another stream holds it.
-    pub fn open(
-        self: &Arc<Self>,
-        table: &str,
-        commit_user: &str,
-    ) -> Result<StreamGuard, Duration> {
+    pub fn open(self: &Arc<Self>, table: &str, commit_user: &str) -> Result<StreamGuard, Duration> {
         let key = (table.to_string(), commit_user.to_string());
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(since) = open.get(&key) {
@@ -195,8 +191,12 @@ pub async fn open(
             "streaming write into {id}: commit_user must be at most {MAX_COMMIT_USER} bytes without control characters"
         )));
     }
-    let kind = WriteKind::try_from(cmd.kind)
-        .map_err(|_| invalid(format!("streaming write into {id}: unknown kind {}", cmd.kind)))?;
+    let kind = WriteKind::try_from(cmd.kind).map_err(|_| {
+        invalid(format!(
+            "streaming write into {id}: unknown kind {}",
+            cmd.kind
+        ))
+    })?;
     let table = catalog.load_table(&id).await.map_err(to_status)?;
     let keyed = !table.schema().primary_keys.is_empty();
     let kind_column = match kind {
@@ -281,7 +281,9 @@ impl Stream {
             None
         } else {
             Some(WritePosition::decode(metadata).map_err(|e| {
-                invalid(format!("a batch's app_metadata is not a WritePosition: {e}"))
+                invalid(format!(
+                    "a batch's app_metadata is not a WritePosition: {e}"
+                ))
             })?)
         };
         let at = position.as_ref().and_then(|p| p.position);
@@ -324,15 +326,16 @@ impl Stream {
     /// Commits what is pending and returns its ack (sent only now: the snapshots are durable).
     async fn commit(&mut self) -> Result<WriteAck, Status> {
         let started = Instant::now();
-        let identifier = next_identifier(self.last_position, self.last_durable).ok_or_else(|| {
-            status(
-                ErrorKind::FailedPrecondition,
-                format!(
+        let identifier =
+            next_identifier(self.last_position, self.last_durable).ok_or_else(|| {
+                status(
+                    ErrorKind::FailedPrecondition,
+                    format!(
                     "commit user '{}' made batch commits; give the stream a commit user of its own",
                     self.commit_user
                 ),
-            )
-        })?;
+                )
+            })?;
         let messages = self.write.prepare_commit().await.map_err(to_status)?;
         let committed = self
             .commit
@@ -537,7 +540,9 @@ impl Stream {
 fn flight_status(e: FlightError) -> Status {
     match e {
         FlightError::Tonic(s) => *s,
-        other => invalid(format!("a message of the stream could not be decoded: {other}")),
+        other => invalid(format!(
+            "a message of the stream could not be decoded: {other}"
+        )),
     }
 }
 

@@ -540,7 +540,17 @@ impl Table {
         let sm = self.snapshot_manager();
         let mm = self.manifest_manager();
         let mut snapshots = Vec::new();
-        for id in sm.list_ids().await? {
+        // A listing may lag behind the newest puts (S3): the ids up to the latest one, found by
+        // probing from the LATEST hint, are read whether listed or not, so no file of a snapshot
+        // the listing missed is taken for an orphan.
+        let listed = sm.list_ids().await?;
+        let latest = sm.latest_id().await?;
+        let ids: std::collections::BTreeSet<i64> = match (listed.first(), latest) {
+            (Some(first), Some(l)) => listed.iter().copied().chain(*first..=l).collect(),
+            (None, Some(l)) => (sm.earliest_id().await?.unwrap_or(1)..=l).collect(),
+            _ => listed.iter().copied().collect(),
+        };
+        for id in ids {
             match sm.try_snapshot(id).await {
                 Ok(Some(s)) => snapshots.push(s),
                 Ok(None) => {}

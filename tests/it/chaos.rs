@@ -242,7 +242,7 @@ impl ObjectStore for ChaosStore {
 type Model = BTreeMap<i64, String>;
 
 fn model_rows(m: &Model) -> Vec<Vec<Value>> {
-    m.iter().map(|(k, v)| vec![json!(k), json!(v)]).collect()
+    crate::common::sorted(m.iter().map(|(k, v)| vec![json!(k), json!(v)]).collect())
 }
 
 /// The table through a fresh FileIo on the inner store: no faults, no caches.
@@ -257,9 +257,14 @@ async fn clean(inner: &Arc<InMemory>, id: &Identifier) -> Table {
 async fn check(inner: &Arc<InMemory>, id: &Identifier, model: &Model, step: usize, op: &str) {
     let t = clean(inner, id).await;
     let sm = t.snapshot_manager();
-    let (Some(earliest), Some(latest)) = (sm.earliest_id().await.unwrap(), sm.latest_id().await.unwrap())
-    else {
-        assert!(model.is_empty(), "step {step} ({op}): no snapshot, model {model:?}");
+    let (Some(earliest), Some(latest)) = (
+        sm.earliest_id().await.unwrap(),
+        sm.latest_id().await.unwrap(),
+    ) else {
+        assert!(
+            model.is_empty(),
+            "step {step} ({op}): no snapshot, model {model:?}"
+        );
         return;
     };
     // Every retained snapshot's manifests read and its data files exist; the newest ones read.
@@ -273,7 +278,11 @@ async fn check(inner: &Arc<InMemory>, id: &Identifier, model: &Model, step: usiz
             panic!("step {step} ({op}): snapshot {s}'s manifests do not read: {e}")
         });
         for e in entries {
-            let path = format!("{}/{}", t.bucket_dir(&e.partition, e.bucket).unwrap(), e.file.file_name);
+            let path = format!(
+                "{}/{}",
+                t.bucket_dir(&e.partition, e.bucket).unwrap(),
+                e.file.file_name
+            );
             assert!(
                 t.io().exists(&path).await.unwrap(),
                 "step {step} ({op}): snapshot {s} points at a missing file {path}"
@@ -281,17 +290,26 @@ async fn check(inner: &Arc<InMemory>, id: &Identifier, model: &Model, step: usiz
         }
         if s + 3 > latest {
             if let Err(e) = t.read_all(SnapshotSelector::Id(s), None).await {
-                panic!("step {step} ({op}): snapshot {s} of {earliest}..={latest} does not read: {e}");
+                panic!(
+                    "step {step} ({op}): snapshot {s} of {earliest}..={latest} does not read: {e}"
+                );
             }
         }
     }
     for (name, s) in t.list_tags().await.unwrap() {
-        if let Err(e) = t.read_all(SnapshotSelector::Id(s.id), None).await {
-            panic!("step {step} ({op}): tag {name} (snapshot {}) does not read: {e}", s.id);
+        if let Err(e) = t.read_all(SnapshotSelector::Tag(name.clone()), None).await {
+            panic!(
+                "step {step} ({op}): tag {name} (snapshot {}) does not read: {e}",
+                s.id
+            );
         }
     }
     let got = crate::common::read_rows(&t, None).await;
-    assert_eq!(got, model_rows(model), "step {step} ({op}): the latest snapshot differs from the model");
+    assert_eq!(
+        got,
+        model_rows(model),
+        "step {step} ({op}): the latest snapshot differs from the model"
+    );
 }
 
 async fn run_chaos(seed: u64, steps: usize) -> (u64, usize, usize) {
@@ -318,7 +336,9 @@ async fn run_chaos(seed: u64, steps: usize) -> (u64, usize, usize) {
     catalog.create_table(&id, &def, false).await.unwrap();
     let mut model = Model::new();
     let mut tags: BTreeMap<String, Model> = BTreeMap::new();
-    let mut rng = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut rng = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let mut draw = |n: u64| {
         rng = rng
             .wrapping_mul(6364136223846793005)
@@ -357,9 +377,13 @@ async fn run_chaos(seed: u64, steps: usize) -> (u64, usize, usize) {
             let result = async {
                 let mut w = table.new_write(options)?;
                 let written = async {
-                    w.write(&crate::common::batch_with_kinds(&table, &rows)).await?;
+                    w.write(&crate::common::batch_with_kinds(&table, &rows))
+                        .await?;
                     let messages = w.prepare_commit().await?;
-                    table.new_commit("w").commit(messages, identifier, None).await
+                    table
+                        .new_commit("w")
+                        .commit(messages, identifier, None)
+                        .await
                 }
                 .await;
                 let _ = w.close().await;
@@ -423,7 +447,11 @@ async fn run_chaos(seed: u64, steps: usize) -> (u64, usize, usize) {
         } else if pick < 92 {
             op = "rollback";
             if let Some((name, state)) = tags.iter().last().map(|(n, s)| (n.clone(), s.clone())) {
-                if table.rollback_to(RollbackTarget::Tag(name.clone())).await.is_err() {
+                if table
+                    .rollback_to(RollbackTarget::Tag(name.clone()))
+                    .await
+                    .is_err()
+                {
                     // An interrupted rollback may stop at a snapshot between the two states (it
                     // removes the newest first, each removal leaving a committed state); what was
                     // left must read, and the operator's rerun finishes it.
@@ -454,14 +482,20 @@ async fn run_chaos(seed: u64, steps: usize) -> (u64, usize, usize) {
                     .ok()
                     .flatten()
                     .unwrap_or(latest);
-                let _ = tidelake::table::changelog::collect_range(table.clone(), None, from, latest).await;
+                let _ =
+                    tidelake::table::changelog::collect_range(table.clone(), None, from, latest)
+                        .await;
             }
         }
         // A read through the faulty store fails or returns the truth, never something else.
         if let Ok(t) = catalog.load_table(&id).await {
             if let Ok(batches) = t.read_all(SnapshotSelector::Latest, None).await {
                 let got = crate::common::sorted(crate::common::rows(&batches));
-                assert_eq!(got, model_rows(&model), "step {step} ({op}): a read under faults returned wrong rows");
+                assert_eq!(
+                    got,
+                    model_rows(&model),
+                    "step {step} ({op}): a read under faults returned wrong rows"
+                );
             }
         }
         chaos.on.store(false, Ordering::SeqCst);
@@ -485,6 +519,9 @@ async fn faults_on_every_request_lose_no_acknowledged_commit_and_break_no_snapsh
     for seed in [1u64, 2, 3] {
         let (injected, acked, failed) = run_chaos(seed, steps).await;
         eprintln!("chaos seed {seed}: {steps} steps, {injected} faults injected, {acked} commits acknowledged, {failed} failed");
-        assert!(injected > 0 && acked > 0 && failed > 0, "seed {seed}: the faults did not bite");
+        assert!(
+            injected > 0 && acked > 0 && failed > 0,
+            "seed {seed}: the faults did not bite"
+        );
     }
 }

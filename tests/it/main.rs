@@ -4,8 +4,8 @@
 #![allow(clippy::disallowed_methods)]
 
 mod bad_input;
-mod chaos;
 mod changelog;
+mod chaos;
 mod common;
 mod compaction;
 mod concurrency;

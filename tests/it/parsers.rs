@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use proptest::prelude::*;
 use prost::Message;
 use serde_json::json;
@@ -65,11 +65,15 @@ fn seeded() -> Seeded {
         let catalog = Catalog::new(FileIo::from_store(Arc::clone(&store) as _, "memory://"));
         catalog.create_database("db", true).await.unwrap();
         let def = tidelake::TableDefinition {
-            columns: tidelake::TableDefinition::parse_columns("id BIGINT NOT NULL, v STRING, d DATE")
-                .unwrap(),
+            columns: tidelake::TableDefinition::parse_columns(
+                "id BIGINT NOT NULL, v STRING, d DATE",
+            )
+            .unwrap(),
             primary_keys: vec!["id".into()],
             partition_keys: vec![],
-            options: [("bucket".to_string(), "1".to_string())].into_iter().collect(),
+            options: [("bucket".to_string(), "1".to_string())]
+                .into_iter()
+                .collect(),
             ..Default::default()
         };
         let t = catalog
@@ -107,7 +111,10 @@ impl Seeded {
         self.rt.block_on(async {
             let p = Path::from(path);
             self.store.put(&p, bytes.into()).await.unwrap();
-            let catalog = Catalog::new(FileIo::from_store(Arc::clone(&self.store) as _, "memory://"));
+            let catalog = Catalog::new(FileIo::from_store(
+                Arc::clone(&self.store) as _,
+                "memory://",
+            ));
             if let Ok(t) = catalog.load_table(&Identifier::new("db", "t")).await {
                 let sm = t.snapshot_manager();
                 let _ = sm.latest().await;
@@ -117,7 +124,9 @@ impl Seeded {
                         .read_all(tidelake::table::SnapshotSelector::Id(id), None)
                         .await;
                 }
-                let _ = t.read_all(tidelake::table::SnapshotSelector::Latest, None).await;
+                let _ = t
+                    .read_all(tidelake::table::SnapshotSelector::Latest, None)
+                    .await;
             }
             self.store
                 .put(&p, Bytes::copy_from_slice(original).into())

@@ -30,12 +30,18 @@ fn arg(args: &[String], name: &str, default: &str) -> String {
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(endpoint), Some(table)) = (args.get(1), args.get(2)) else {
-        return Err("usage: stream_write ENDPOINT TABLE [--commit-user U] [--positions N] [--every-rows R]".into());
+        return Err(
+            "usage: stream_write ENDPOINT TABLE [--commit-user U] [--positions N] [--every-rows R]"
+                .into(),
+        );
     };
     let user = std::env::var("TIDELAKE_USER").unwrap_or_else(|_| "tidelake".into());
     let password = std::env::var("TIDELAKE_PASSWORD").unwrap_or_default();
     let positions: i64 = arg(&args, "--positions", "10").parse()?;
-    let mut opts = WriterOptions::new(arg(&args, "--commit-user", "stream-write-example"), WriteKind::Upsert);
+    let mut opts = WriterOptions::new(
+        arg(&args, "--commit-user", "stream-write-example"),
+        WriteKind::Upsert,
+    );
     opts.every_rows = arg(&args, "--every-rows", "20").parse()?;
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),

@@ -102,10 +102,16 @@ impl StreamWriter {
         let mut acks = sql.do_put(rx).await?;
         let resume = match acks.next().await {
             Some(r) => decode_ack(r.map_err(Error::Status)?)?,
-            None => return Err(Error::Protocol("the stream ended before its resume answer".into())),
+            None => {
+                return Err(Error::Protocol(
+                    "the stream ended before its resume answer".into(),
+                ))
+            }
         };
         if !resume.resume {
-            return Err(Error::Protocol("the first answer is not a resume answer".into()));
+            return Err(Error::Protocol(
+                "the first answer is not a resume answer".into(),
+            ));
         }
         Ok(Self {
             tx: Some(tx),
@@ -139,8 +145,9 @@ impl StreamWriter {
             .tx
             .as_mut()
             .ok_or_else(|| Error::Protocol("the writer is closed".into()))?;
-        let mut messages = arrow_flight::utils::batches_to_flight_data(&self.schema, vec![batch.clone()])
-            .map_err(|e| Error::Protocol(format!("cannot encode a batch: {e}")))?;
+        let mut messages =
+            arrow_flight::utils::batches_to_flight_data(&self.schema, vec![batch.clone()])
+                .map_err(|e| Error::Protocol(format!("cannot encode a batch: {e}")))?;
         // The first message is the schema, sent once when the stream opened.
         messages.remove(0);
         if position.is_some() || commit {
@@ -200,4 +207,3 @@ impl StreamWriter {
         Ok(out)
     }
 }
-

@@ -53,9 +53,9 @@ mod tickets;
 
 use encode::{batch_stream, flight_info, ipc_schema, metadata_info, plain_type};
 pub(crate) use encode::{encode_stream, plain_schema};
-pub(crate) use tickets::Handle;
 pub(crate) use tickets::checked_flight_data;
 use tickets::encode_params;
+pub(crate) use tickets::Handle;
 
 /// Largest FlightData message the server sends (batches are split to fit).
 pub const MAX_FLIGHT_DATA: usize = 2 * 1024 * 1024;
