@@ -12,37 +12,19 @@
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-import uuid
 
 import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "clients", "python"))
+from object_store import serve  # noqa: E402
 from serve import pct, stop  # noqa: E402
 
 import tidelake  # noqa: E402
-
-
-def serve(binary, warehouse, tmp):
-    cfg = os.path.join(tmp, f"{uuid.uuid4().hex}.toml")
-    with open(cfg, "w") as f:
-        f.write('[metrics]\nlisten = "127.0.0.1:0"\n')
-    proc = subprocess.Popen([binary, "serve", "--warehouse", warehouse, "--listen", "127.0.0.1:0", "--config", cfg],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env=dict(os.environ, TIDELAKE_PASSWORD="pw"))
-    first = proc.stdout.readline().decode()
-    second = proc.stdout.readline().decode()
-    m = re.match(r"tidelake listening on 127\.0\.0\.1:(\d+)", first)
-    mm = re.match(r"tidelake metrics on (\S+)", second)
-    if not m or not mm:
-        proc.kill()
-        raise SystemExit(f"server did not start: {first!r} {second!r}")
-    return proc, f"grpc://127.0.0.1:{m.group(1)}", mm.group(1)
 
 
 def server_ack_quantiles(metrics_url):
@@ -74,7 +56,7 @@ def main():
     ap.add_argument("--batch", type=int, default=10_000)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
-    proc, uri, metrics = serve(args.bin, os.path.join(tmp, "wh"), tmp)
+    proc, uri, metrics = serve(args.bin, os.path.join(tmp, "wh"), tmp, {})
     try:
         data = list(batches(args.rows, args.keys, args.batch))
         with tidelake.Client(uri, user="tidelake", password="pw") as c:

@@ -400,6 +400,7 @@ pub async fn run(
     let state = match table.last_committed(&commit_user).await {
         Ok(s) => s,
         Err(e) => {
+            drop(places);
             let _ = out.send(Err(to_status(e))).await;
             return;
         }
@@ -407,6 +408,7 @@ pub async fn run(
     let write = match table.new_write(options) {
         Ok(w) => w,
         Err(e) => {
+            drop(places);
             let _ = out.send(Err(to_status(e))).await;
             return;
         }

@@ -65,6 +65,20 @@ impl Limit {
     }
 }
 
+/// A permit of `limit` at once (`None` without a limit), or ResourceExhausted with `refusal(max)`.
+fn take_now(
+    limit: &Option<Limit>,
+    refusal: impl FnOnce(usize) -> String,
+) -> std::result::Result<Option<OwnedSemaphorePermit>, Status> {
+    let Some(limit) = limit else {
+        return Ok(None);
+    };
+    Arc::clone(&limit.permits)
+        .try_acquire_owned()
+        .map(Some)
+        .map_err(|_| exhausted(refusal(limit.max)))
+}
+
 fn exhausted(message: String) -> Status {
     super::status::status(ErrorKind::ResourceExhausted, message)
 }
@@ -117,34 +131,22 @@ impl Tenant {
 
     /// A slot for one changelog subscription, held as long as it streams.
     pub fn open_subscription(&self) -> std::result::Result<Option<OwnedSemaphorePermit>, Status> {
-        let Some(limit) = &self.subscriptions else {
-            return Ok(None);
-        };
-        Arc::clone(&limit.permits)
-            .try_acquire_owned()
-            .map(Some)
-            .map_err(|_| {
-                exhausted(format!(
-                    "tenant '{}' has max_subscriptions = {} open; close one or retry later",
-                    self.name, limit.max
-                ))
-            })
+        take_now(&self.subscriptions, |max| {
+            format!(
+                "tenant '{}' has max_subscriptions = {max} open; close one or retry later",
+                self.name
+            )
+        })
     }
 
     /// A slot for one streaming write, held as long as it streams.
     pub fn open_stream(&self) -> std::result::Result<Option<OwnedSemaphorePermit>, Status> {
-        let Some(limit) = &self.streams else {
-            return Ok(None);
-        };
-        Arc::clone(&limit.permits)
-            .try_acquire_owned()
-            .map(Some)
-            .map_err(|_| {
-                exhausted(format!(
-                    "tenant '{}' has max_streams = {} streaming writes open; end one or retry later",
-                    self.name, limit.max
-                ))
-            })
+        take_now(&self.streams, |max| {
+            format!(
+                "tenant '{}' has max_streams = {max} streaming writes open; end one or retry later",
+                self.name
+            )
+        })
     }
 }
 
