@@ -6,6 +6,7 @@ import datetime
 import decimal
 import json
 import os
+import pathlib
 import socket
 import subprocess
 import sys
@@ -583,8 +584,10 @@ def run_example(uri, *args, timeout=120):
 
 
 def test_every_example_has_a_test():
+    # replicate_stream.py runs under kill -9 in tests/python/test_replicate_stream.py.
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == ["admin.py", "ingest.py", "query.py", "replicate.py",
-                                                             "subscribe.py"]
+                                                             "replicate_stream.py", "subscribe.py"]
+    assert "replicate_stream.py" in (pathlib.Path(__file__).parent / "test_replicate_stream.py").read_text()
 
 
 @pytest.mark.parametrize("name,expected", [
