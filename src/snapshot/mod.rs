@@ -70,14 +70,19 @@ impl SnapshotManager {
         self.io.write(&path, Bytes::from(json)).await
     }
 
-    async fn read_hint(&self, name: &str) -> Option<i64> {
-        let bytes = self.io.read(&format!("{}/{name}", self.dir())).await.ok()?;
-        std::str::from_utf8(&bytes)
-            .ok()?
-            .trim()
-            .parse()
+    /// The id a hint file names: `None` when it is missing or unreadable as an id (a torn or
+    /// foreign hint is only a hint); a failed read is an error, not a reason to fall back on a
+    /// listing that may lag behind the newest puts.
+    async fn read_hint(&self, name: &str) -> Result<Option<i64>> {
+        let bytes = match self.io.read(&format!("{}/{name}", self.dir())).await {
+            Ok(b) => b,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(std::str::from_utf8(&bytes)
             .ok()
-            .filter(|v| *v > 0)
+            .and_then(|s| s.trim().parse().ok())
+            .filter(|v| *v > 0))
     }
 
     /// The newest snapshot id, or `None` for a table without snapshots. No listing when the hint
@@ -92,7 +97,7 @@ impl SnapshotManager {
     /// [`Self::latest_id`], with the version ([`FileIo::version`]) of the snapshot file when the
     /// probes saw it.
     async fn find_latest(&self) -> Result<Option<(i64, Option<String>)>> {
-        if let Some(hint) = self.read_hint("LATEST").await {
+        if let Some(hint) = self.read_hint("LATEST").await? {
             let mut newest: Option<(i64, String)> = None;
             let mut id = hint;
             let mut ended = false;
@@ -119,12 +124,21 @@ impl SnapshotManager {
                 }
             }
         }
-        Ok(self.list_ids().await?.last().map(|id| (*id, None)))
+        // A listing may lag behind the newest puts: what follows its last id is probed too.
+        let Some(mut id) = self.list_ids().await?.last().copied() else {
+            return Ok(None);
+        };
+        let mut version = None;
+        while let Some(v) = self.io.version(&self.snapshot_path(id + 1)).await? {
+            id += 1;
+            version = Some(v);
+        }
+        Ok(Some((id, version)))
     }
 
     /// The oldest snapshot id still present.
     pub async fn earliest_id(&self) -> Result<Option<i64>> {
-        if let Some(hint) = self.read_hint("EARLIEST").await {
+        if let Some(hint) = self.read_hint("EARLIEST").await? {
             if self.io.exists(&self.snapshot_path(hint)).await?
                 && (hint == 1 || !self.io.exists(&self.snapshot_path(hint - 1)).await?)
             {

@@ -444,21 +444,23 @@ impl Table {
         let tags = self.tag_manager();
         let target_snapshot = match &target {
             RollbackTarget::Snapshot(id) => sm.snapshot(*id).await?,
-            RollbackTarget::Tag(name) => {
-                let t = tags.get(name).await?;
-                if sm.try_snapshot(t.id).await?.is_none() {
-                    // The tag outlived its snapshot: restore it as the only snapshot.
-                    sm.try_publish(&t).await?;
-                }
-                t
-            }
+            RollbackTarget::Tag(name) => tags.get(name).await?,
         };
         let target_id = target_snapshot.id;
-        let Some(latest) = sm.latest_id().await? else {
-            return invalid!("table {} has no snapshots to roll back", self.identifier());
+        // A tag that outlived its snapshot is restored as the only snapshot, but only once the
+        // later ones are gone: restored first, it would leave a gap below them, and a rollback
+        // interrupted there would hide them from its rerun (the latest is found by probing up from
+        // the hint) until a new commit filled the gap and brought them back.
+        let restore = sm.try_snapshot(target_id).await?.is_none();
+        let latest = match sm.latest_id().await? {
+            Some(latest) => latest,
+            // Everything later is gone (an interrupted rollback's rerun): only the restore is left.
+            None if restore => target_id,
+            None => {
+                return invalid!("table {} has no snapshots to roll back", self.identifier())
+            }
         };
         let mut report = CleanupReport::default();
-        sm.write_latest_hint(target_id).await;
         let remaining_tags: Vec<(String, Snapshot)> = tags
             .list()
             .await?
@@ -490,11 +492,26 @@ impl Table {
             doomed_manifests.extend(self.unreferenced_manifests(&s, &keep_manifests).await?);
             later.push(id);
         }
-        // Snapshots first (newest first), so no reader can reach a file that is about to go.
+        // Snapshots first (newest first), so no reader can reach a file that is about to go;
+        // each removal leaves a committed state.
         for id in &later {
             sm.delete(*id).await?;
             report.snapshots.push(*id);
         }
+        if restore && !sm.try_publish(&target_snapshot).await? {
+            // Taken meanwhile: by this rollback's lost answer, or by a concurrent committer.
+            let now = sm.try_snapshot(target_id).await?;
+            if now.is_none_or(|s| s.uuid != target_snapshot.uuid) {
+                return crate::error::ConflictSnafu {
+                    table: self.identifier().to_string(),
+                    message: format!(
+                        "snapshot {target_id} was committed while rolling back to it; roll back again"
+                    ),
+                }
+                .fail();
+            }
+        }
+        sm.write_latest_hint(target_id).await;
         for (name, s) in tags.list().await? {
             if s.id > target_id {
                 tags.delete(&name).await?;

@@ -378,9 +378,9 @@ impl TableCommit {
             let next_id = snapshot.id;
             let published = match sm.try_publish(&snapshot).await {
                 Ok(true) => Published::Ours,
-                Ok(false) => decide::resolve_taken(sm.try_snapshot(next_id).await, &snapshot)?,
+                Ok(false) => decide::resolve_taken(read_back(&sm, next_id).await, &snapshot)?,
                 // Ambiguous: the put may have landed. The snapshot file decides.
-                Err(e) => decide::resolve_publish(e, sm.try_snapshot(next_id).await, &snapshot)?,
+                Err(e) => decide::resolve_publish(e, read_back(&sm, next_id).await, &snapshot)?,
             };
             if published == Published::Ours {
                 let m = crate::metrics::metrics();
@@ -491,6 +491,24 @@ impl TableCommit {
         Ok(newest
             .filter(|s| s.commit_identifier >= identifier)
             .map(|s| s.id))
+    }
+}
+
+/// Snapshot `id` read back after an ambiguous publish, with a few retries of transient read
+/// errors: until the file answers, whether the snapshot is ours stays unknown.
+async fn read_back(
+    sm: &crate::snapshot::SnapshotManager,
+    id: i64,
+) -> Result<Option<Snapshot>> {
+    let mut attempt = 0;
+    loop {
+        match sm.try_snapshot(id).await {
+            Err(e) if e.is_retryable() && attempt < 3 => {
+                attempt += 1;
+                tokio::time::sleep(decide::backoff(attempt)).await;
+            }
+            other => return other,
+        }
     }
 }
 
