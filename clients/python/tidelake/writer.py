@@ -154,8 +154,10 @@ class Writer:
             pass
         for a in out:
             self.durable = a.identifier
-        if not out and self._ended.is_set() and self._error is not None:
-            raise self._error
+        if not out and self._ended.is_set() and self._acks.empty():
+            # Every ack is taken and the server ended the stream: its status is the answer (the
+            # reader may have seen only the end; closing the writer half reads the status).
+            self._raise_ended()
         return out
 
     # ------------------------------------------------------------ writing
