@@ -456,9 +456,7 @@ impl Table {
             Some(latest) => latest,
             // Everything later is gone (an interrupted rollback's rerun): only the restore is left.
             None if restore => target_id,
-            None => {
-                return invalid!("table {} has no snapshots to roll back", self.identifier())
-            }
+            None => return invalid!("table {} has no snapshots to roll back", self.identifier()),
         };
         let mut report = CleanupReport::default();
         let remaining_tags: Vec<(String, Snapshot)> = tags

@@ -496,10 +496,7 @@ impl TableCommit {
 
 /// Snapshot `id` read back after an ambiguous publish, with a few retries of transient read
 /// errors: until the file answers, whether the snapshot is ours stays unknown.
-async fn read_back(
-    sm: &crate::snapshot::SnapshotManager,
-    id: i64,
-) -> Result<Option<Snapshot>> {
+async fn read_back(sm: &crate::snapshot::SnapshotManager, id: i64) -> Result<Option<Snapshot>> {
     let mut attempt = 0;
     loop {
         match sm.try_snapshot(id).await {
