@@ -116,10 +116,15 @@ impl TableDefinition {
             ));
         }
         if pk {
-            if bucket < 1 {
+            if bucket == -2 {
                 return fail(
-                    "primary-key tables need a fixed bucket count: set option 'bucket' to a positive number \
-                     (dynamic and postpone bucket modes are not supported yet)"
+                    "bucket = -2 (postpone) is not supported yet for writing; use a fixed bucket count or -1 (dynamic)"
+                        .into(),
+                );
+            }
+            if bucket == -1 && opts.bucket_key().is_some() {
+                return fail(
+                    "cannot define 'bucket-key' with bucket = -1 (dynamic buckets); remove 'bucket-key' or set a bucket count"
                         .into(),
                 );
             }
@@ -129,7 +134,7 @@ impl TableDefinition {
                 .find(|p| !self.primary_keys.contains(p))
             {
                 return fail(format!(
-                    "partition key '{p}' must be part of the primary key"
+                    "partition key '{p}' must be part of the primary key (cross-partition upserts are not supported yet)"
                 ));
             }
             if self

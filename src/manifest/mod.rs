@@ -16,6 +16,10 @@ use crate::spec::manifest::{
     decode_manifest, decode_manifest_list, encode_manifest, encode_manifest_list, FileIdentifier,
     FileKind, ManifestEntry, ManifestFileMeta, SimpleStats,
 };
+use crate::spec::index_manifest::{
+    decode_hashes, decode_index_manifest, encode_hashes, encode_index_manifest, IndexFileMeta,
+    IndexManifestEntry,
+};
 use crate::spec::{DataType, Snapshot};
 
 /// Unique names for the files one writer or committer creates: `<prefix><uuid>-<n>`.
@@ -150,6 +154,69 @@ impl ManifestManager {
         let size = bytes.len() as i64;
         self.io.write(&path, Bytes::from(bytes)).await?;
         Ok((name, size))
+    }
+}
+
+impl ManifestManager {
+    /// Where an index file lives: its own path when it has one, else `<table>/index/<name>`.
+    pub fn index_path(&self, file: &IndexFileMeta) -> String {
+        match &file.external_path {
+            Some(p) => p.clone(),
+            None => format!("{}/index/{}", self.table_path, file.file_name),
+        }
+    }
+
+    /// The live index files of `snapshot` (none when it has no index manifest).
+    pub async fn index_entries(&self, snapshot: &Snapshot) -> Result<Vec<IndexManifestEntry>> {
+        let Some(name) = &snapshot.index_manifest else {
+            return Ok(vec![]);
+        };
+        let (path, bytes) = self.read_file(name).await?;
+        decode_index_manifest(&bytes).map_err(|message| CorruptSnafu { path, message }.build())
+    }
+
+    /// Writes an index manifest holding `entries`; returns its name.
+    pub async fn write_index_manifest(
+        &self,
+        namer: &FileNamer,
+        entries: &[IndexManifestEntry],
+    ) -> Result<String> {
+        let name = namer.next("index-manifest-", "");
+        let path = self.path(&name);
+        let bytes = encode_index_manifest(entries).map_err(|message| {
+            InternalSnafu {
+                message: format!("encoding {path}: {message}"),
+            }
+            .build()
+        })?;
+        self.io.write(&path, Bytes::from(bytes)).await?;
+        Ok(name)
+    }
+
+    /// The key hashes of a HASH index file.
+    pub async fn read_hash_index(&self, file: &IndexFileMeta) -> Result<Vec<i32>> {
+        let path = self.index_path(file);
+        // Index file names are unique: cached like manifests.
+        let bytes = match self.io.read_immutable(&path).await {
+            Ok(b) => b,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return NotFoundSnafu {
+                    message: format!("index file {path} is missing"),
+                }
+                .fail()
+            }
+            Err(e) => return Err(e),
+        };
+        decode_hashes(&bytes).map_err(|message| CorruptSnafu { path, message }.build())
+    }
+
+    /// Writes a HASH index file of `hashes`; returns its description.
+    pub async fn write_hash_index(&self, namer: &FileNamer, hashes: &[i32]) -> Result<IndexFileMeta> {
+        let meta = IndexFileMeta::hash(namer.next("index-", ""), hashes.len());
+        self.io
+            .write(&self.index_path(&meta), Bytes::from(encode_hashes(hashes)))
+            .await?;
+        Ok(meta)
     }
 }
 

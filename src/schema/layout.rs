@@ -215,12 +215,19 @@ impl TableLayout {
             }
             .fail()
         };
-        match self.bucket_mode {
-            BucketMode::Dynamic => {
-                return unsupported("dynamic bucket mode (bucket = -1 with a primary key)")
-            }
-            BucketMode::Postpone => return unsupported("postpone bucket mode (bucket = -2)"),
-            _ => {}
+        if self.bucket_mode == BucketMode::Postpone {
+            return unsupported("postpone bucket mode (bucket = -2)");
+        }
+        if self.bucket_mode == BucketMode::Dynamic
+            && self
+                .schema
+                .partition_keys
+                .iter()
+                .any(|p| !self.schema.primary_keys.contains(p))
+        {
+            return unsupported(
+                "a dynamic-bucket table whose primary key lacks a partition key (cross-partition upserts)",
+            );
         }
         Ok(())
     }

@@ -220,7 +220,7 @@ fn zstd_codec() -> apache_avro::Codec {
     apache_avro::Codec::Zstandard(apache_avro::ZstandardSettings::new(1))
 }
 
-fn encode_file(schema: &Schema, values: impl Iterator<Item = Value>) -> Result<Vec<u8>, String> {
+pub(super) fn encode_file(schema: &Schema, values: impl Iterator<Item = Value>) -> Result<Vec<u8>, String> {
     let mut w = apache_avro::Writer::with_codec(schema, Vec::new(), zstd_codec())
         .map_err(|e| e.to_string())?;
     for v in values {
@@ -229,7 +229,7 @@ fn encode_file(schema: &Schema, values: impl Iterator<Item = Value>) -> Result<V
     w.into_inner().map_err(|e| e.to_string())
 }
 
-fn decode_file<T>(bytes: &[u8], f: impl Fn(&Value) -> Result<T, String>) -> Result<Vec<T>, String> {
+pub(super) fn decode_file<T>(bytes: &[u8], f: impl Fn(&Value) -> Result<T, String>) -> Result<Vec<T>, String> {
     let reader = apache_avro::Reader::new(bytes).map_err(|e| format!("not an Avro file: {e}"))?;
     reader
         .map(|v| {
@@ -268,7 +268,7 @@ pub fn decode_manifest_list(bytes: &[u8]) -> Result<Vec<ManifestFileMeta>, Strin
 // ---------------------------------------------------------------------------------------------
 // Avro value conversion
 
-fn opt<T>(v: Option<T>, f: impl FnOnce(T) -> Value) -> Value {
+pub(super) fn opt<T>(v: Option<T>, f: impl FnOnce(T) -> Value) -> Value {
     match v {
         None => Value::Union(0, Box::new(Value::Null)),
         Some(v) => Value::Union(1, Box::new(f(v))),
@@ -279,7 +279,7 @@ fn strings(v: &[String]) -> Value {
     Value::Array(v.iter().map(|s| Value::String(s.clone())).collect())
 }
 
-fn rec(fields: Vec<(&str, Value)>) -> Value {
+pub(super) fn rec(fields: Vec<(&str, Value)>) -> Value {
     Value::Record(
         fields
             .into_iter()
@@ -452,7 +452,7 @@ fn check_version(r: &Record<'_>) -> Result<(), String> {
 }
 
 /// A decoded Avro record with by-name field access.
-struct Record<'a> {
+pub(super) struct Record<'a> {
     fields: &'a [(String, Value)],
     what: &'static str,
 }
@@ -474,14 +474,14 @@ fn as_opt_long(v: &Value) -> Result<Option<i64>, String> {
 }
 
 impl<'a> Record<'a> {
-    fn new(v: &'a Value, what: &'static str) -> Result<Self, String> {
+    pub(super) fn new(v: &'a Value, what: &'static str) -> Result<Self, String> {
         match unwrap_union(v) {
             Value::Record(fields) => Ok(Self { fields, what }),
             other => Err(format!("{what}: expected a record, found {other:?}")),
         }
     }
 
-    fn get(&self, name: &str) -> Option<&'a Value> {
+    pub(super) fn get(&self, name: &str) -> Option<&'a Value> {
         self.fields
             .iter()
             .find(|(k, _)| k == name)
@@ -489,17 +489,17 @@ impl<'a> Record<'a> {
             .filter(|v| !matches!(v, Value::Null))
     }
 
-    fn req(&self, name: &str) -> Result<&'a Value, String> {
+    pub(super) fn req(&self, name: &str) -> Result<&'a Value, String> {
         self.get(name)
             .ok_or_else(|| format!("{}: missing field {name}", self.what))
     }
 
-    fn long(&self, name: &str) -> Result<i64, String> {
+    pub(super) fn long(&self, name: &str) -> Result<i64, String> {
         self.opt_long(name)?
             .ok_or_else(|| format!("{}: missing field {name}", self.what))
     }
 
-    fn opt_long(&self, name: &str) -> Result<Option<i64>, String> {
+    pub(super) fn opt_long(&self, name: &str) -> Result<Option<i64>, String> {
         self.get(name)
             .map(as_opt_long)
             .transpose()
@@ -507,12 +507,12 @@ impl<'a> Record<'a> {
             .map_err(|e| format!("{}.{name}: {e}", self.what))
     }
 
-    fn int(&self, name: &str) -> Result<i32, String> {
+    pub(super) fn int(&self, name: &str) -> Result<i32, String> {
         self.opt_int(name)?
             .ok_or_else(|| format!("{}: missing field {name}", self.what))
     }
 
-    fn opt_int(&self, name: &str) -> Result<Option<i32>, String> {
+    pub(super) fn opt_int(&self, name: &str) -> Result<Option<i32>, String> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Int(i)) => Ok(Some(*i)),
@@ -523,12 +523,12 @@ impl<'a> Record<'a> {
         }
     }
 
-    fn bytes(&self, name: &str) -> Result<Vec<u8>, String> {
+    pub(super) fn bytes(&self, name: &str) -> Result<Vec<u8>, String> {
         self.opt_bytes(name)?
             .ok_or_else(|| format!("{}: missing field {name}", self.what))
     }
 
-    fn opt_bytes(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+    pub(super) fn opt_bytes(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Bytes(b)) | Some(Value::Fixed(_, b)) => Ok(Some(b.clone())),
@@ -539,12 +539,12 @@ impl<'a> Record<'a> {
         }
     }
 
-    fn string(&self, name: &str) -> Result<String, String> {
+    pub(super) fn string(&self, name: &str) -> Result<String, String> {
         self.opt_string(name)?
             .ok_or_else(|| format!("{}: missing field {name}", self.what))
     }
 
-    fn opt_string(&self, name: &str) -> Result<Option<String>, String> {
+    pub(super) fn opt_string(&self, name: &str) -> Result<Option<String>, String> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -555,7 +555,7 @@ impl<'a> Record<'a> {
         }
     }
 
-    fn opt_strings(&self, name: &str) -> Result<Option<Vec<String>>, String> {
+    pub(super) fn opt_strings(&self, name: &str) -> Result<Option<Vec<String>>, String> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Array(items)) => items
@@ -564,6 +564,27 @@ impl<'a> Record<'a> {
                     Value::String(s) => Ok(s.clone()),
                     other => Err(format!(
                         "{}.{name}: expected string, found {other:?}",
+                        self.what
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(format!(
+                "{}.{name}: expected array, found {other:?}",
+                self.what
+            )),
+        }
+    }
+
+    pub(super) fn opt_ints(&self, name: &str) -> Result<Option<Vec<i32>>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| match unwrap_union(i) {
+                    Value::Int(n) => Ok(*n),
+                    other => Err(format!(
+                        "{}.{name}: expected int, found {other:?}",
                         self.what
                     )),
                 })

@@ -4,6 +4,7 @@
 pub mod binary_row;
 pub mod datum;
 pub mod identifier;
+pub mod index_manifest;
 pub mod manifest;
 pub mod options;
 pub mod partition;
@@ -15,6 +16,9 @@ pub use binary_row::Datum;
 pub use manifest::{DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta, SimpleStats};
 pub use options::TableOptions;
 pub use options::{BucketMode, ChangelogProducer, CoreOptions, MergeEngine};
+
+/// The bucket number of postpone-mode files (`bucket` = -2), kept in `bucket-postpone/`.
+pub const POSTPONE_BUCKET: i32 = -2;
 pub use schema::{DataField, TableSchema};
 pub use snapshot::{CommitKind, Snapshot};
 pub use types::{DataType, TypeRoot};

@@ -15,10 +15,28 @@ pub enum BucketMode {
     Fixed(i32),
     /// `bucket` = -1 on an append table: everything in bucket 0, no ordering.
     Unaware,
-    /// `bucket` = -1 on a primary-key table (dynamic buckets; not supported yet).
+    /// `bucket` = -1 on a primary-key table (dynamic buckets, assigned per key hash).
     Dynamic,
     /// `bucket` = -2 (postpone; not supported yet).
     Postpone,
+}
+
+/// `dynamic-bucket.*` options of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DynamicOptions {
+    /// `dynamic-bucket.target-row-num` (2,000,000): hashes per bucket before a new one opens.
+    pub target_row_num: u64,
+    /// `dynamic-bucket.max-buckets` (-1: unbounded).
+    pub max_buckets: i32,
+}
+
+impl Default for DynamicOptions {
+    fn default() -> Self {
+        Self {
+            target_row_num: 2_000_000,
+            max_buckets: -1,
+        }
+    }
 }
 
 /// The merge engine of a primary-key table.
@@ -234,6 +252,8 @@ pub struct TableOptions {
     pub changelog_time_retained_millis: Option<i64>,
     /// `consumer.expiration-time` in ms (consumers never expire when unset).
     pub consumer_expiration_millis: Option<i64>,
+    /// `dynamic-bucket.target-row-num` (2,000,000) and `dynamic-bucket.max-buckets` (-1).
+    pub dynamic: DynamicOptions,
 }
 
 impl Default for TableOptions {
@@ -414,6 +434,24 @@ impl TableOptions {
             changelog_max_retained,
             changelog_time_retained_millis: r.duration("changelog.time-retained")?,
             consumer_expiration_millis: r.duration("consumer.expiration-time")?,
+            dynamic: DynamicOptions {
+                target_row_num: r
+                    .count("dynamic-bucket.target-row-num", 1)?
+                    .unwrap_or(2_000_000) as u64,
+                max_buckets: match r.raw("dynamic-bucket.max-buckets") {
+                    None => -1,
+                    Some(v) => match v.parse::<i32>() {
+                        Ok(n) if n == -1 || n >= 1 => n,
+                        _ => {
+                            return Err(Reader::bad(
+                                "dynamic-bucket.max-buckets",
+                                v,
+                                "-1 (no limit) or a positive number",
+                            ))
+                        }
+                    },
+                },
+            },
         })
     }
 }

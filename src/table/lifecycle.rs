@@ -122,7 +122,20 @@ impl Table {
             };
             out.extend(metas.into_iter().map(|m| m.file_name));
         }
+        // The index manifest lives beside the manifests and goes with them.
+        out.extend(s.index_manifest.clone());
         Ok(out)
+    }
+
+    /// The paths of the index files `s` lists (none when its index manifest is gone: a cleanup a
+    /// killed run already did).
+    async fn index_files_of(&self, s: &Snapshot) -> Result<HashSet<String>> {
+        let mm = self.manifest_manager();
+        Ok(present(mm.index_entries(s).await)?
+            .unwrap_or_default()
+            .iter()
+            .map(|e| mm.index_path(&e.file))
+            .collect())
     }
 
     /// Lists and manifests of an expiring snapshot `s` that `keep` does not hold.
@@ -317,12 +330,36 @@ impl Table {
             };
             manifests.extend(self.unreferenced_manifests(&s, &keep_manifests).await?);
         }
+        // Index files (dynamic buckets' HASH files) of the expiring snapshots that no kept
+        // snapshot or tag lists.
+        let mut keep_index = self.index_files_of(&end_snapshot).await?;
+        for (_, t) in &tags {
+            keep_index.extend(self.index_files_of(t).await?);
+        }
+        let mut index_files = BTreeSet::new();
+        let mut index_manifests_seen = HashSet::new();
+        for id in earliest..end {
+            let Some(s) = snapshots.get(&id) else {
+                continue;
+            };
+            if s.index_manifest
+                .as_ref()
+                .is_some_and(|n| index_manifests_seen.insert(n.clone()))
+            {
+                index_files.extend(
+                    self.index_files_of(s)
+                        .await?
+                        .into_iter()
+                        .filter(|p| !keep_index.contains(p)),
+                );
+            }
+        }
         // The last point where stopping changes nothing.
         op.check(&what)?;
         let doomed_count: usize = removed_by.values().map(BTreeSet::len).sum();
         op.phase(
             "deleting files",
-            (doomed_count + changelog_files.len() + manifests.len()) as u64
+            (doomed_count + changelog_files.len() + manifests.len() + index_files.len()) as u64
                 + (end - earliest) as u64,
         );
         // What the earliest snapshot's commit removed was live only in snapshots already gone.
@@ -354,6 +391,11 @@ impl Table {
             .await?;
         for m in manifests {
             let path = mm.path(&m);
+            self.io().delete(&path).await?;
+            report.files.push(path);
+            op.advance(1, 0);
+        }
+        for path in index_files {
             self.io().delete(&path).await?;
             report.files.push(path);
             op.advance(1, 0);
@@ -586,8 +628,14 @@ impl Table {
             }
         }
         let mut used_manifests: HashSet<String> = HashSet::new();
+        let mut used_index: HashSet<String> = HashSet::new();
         let mut lists = Vec::new();
         for s in &snapshots {
+            if let Some(name) = &s.index_manifest {
+                if used_manifests.insert(name.clone()) {
+                    used_index.extend(self.index_files_of(s).await?);
+                }
+            }
             for l in [
                 Some(&s.base_manifest_list),
                 Some(&s.delta_manifest_list),
@@ -650,7 +698,9 @@ impl Table {
             let name = f.name();
             let top = rel.split('/').next().unwrap_or("");
             let orphan = match top {
-                "schema" | "tag" | "consumer" | "branch" | "index" | "statistics" => false,
+                "schema" | "tag" | "consumer" | "branch" | "statistics" => false,
+                // Every index file a kept index manifest lists is used.
+                "index" => name.starts_with("index-") && !used_index.contains(&f.path),
                 "changelog" => name.starts_with('.'),
                 "snapshot" => name.starts_with('.'),
                 "manifest" => !used_manifests.contains(name),

@@ -183,8 +183,27 @@ impl Table {
         ManifestManager::new(self.inner.io.clone(), self.inner.path.clone())
     }
 
-    /// Directory of one bucket's data files, relative to the warehouse root.
+    /// Directory of one bucket's data files, relative to the warehouse root (postpone-mode files,
+    /// bucket -2, are in `bucket-postpone`).
     pub fn bucket_dir(&self, partition: &[u8], bucket: i32) -> Result<String> {
+        let dir = self.partition_dir(partition)?;
+        Ok(match bucket {
+            crate::spec::POSTPONE_BUCKET => format!("{}/{dir}bucket-postpone", self.inner.path),
+            b => format!("{}/{dir}bucket-{b}", self.inner.path),
+        })
+    }
+
+    /// A partition as errors name it: its directory (`dt=2024-01-01/`), or `(unpartitioned)`.
+    pub fn partition_display(&self, partition: &[u8]) -> String {
+        match self.partition_dir(partition) {
+            Ok(d) if d.is_empty() => "(unpartitioned)".into(),
+            Ok(d) => d.trim_end_matches('/').to_string(),
+            Err(_) => format!("{partition:?}"),
+        }
+    }
+
+    /// The relative directory of a partition, ending in `/` (empty when unpartitioned).
+    fn partition_dir(&self, partition: &[u8]) -> Result<String> {
         let layout = self.layout()?;
         let values = binary_row::deserialize(partition, &layout.partition_types).map_err(|e| {
             CorruptSnafu {
@@ -198,8 +217,7 @@ impl Table {
             default_name: opts.partition_default_name(),
             legacy: opts.partition_legacy_name(),
         };
-        let dir = partition_path(&layout.schema.partition_keys, &values, naming);
-        Ok(format!("{}/{dir}bucket-{bucket}", self.inner.path))
+        Ok(partition_path(&layout.schema.partition_keys, &values, naming))
     }
 
     pub fn new_write(&self, options: WriteOptions) -> Result<TableWrite> {

@@ -190,6 +190,9 @@ pub(crate) struct Pruning {
     skip_level0: bool,
     /// The bucket-key hash, when one bucket holds every wanted row.
     bucket_hash: Option<i32>,
+    /// Postpone-bucket tables (`bucket` = -2): like Paimon's batch scans, only rows a compaction
+    /// moved into real buckets are read, not the files still in `bucket-postpone`.
+    real_buckets_only: bool,
     /// Bounds on the first primary-key column, and the key columns' types to decode file bounds.
     key_range: Option<(KeyRange, Vec<crate::spec::DataType>)>,
 }
@@ -228,6 +231,7 @@ impl Pruning {
             partition_types: layout.partition_types.clone(),
             skip_level0: !scan.all_levels && pk && layout.merge_engine == MergeEngine::FirstRow,
             bucket_hash,
+            real_buckets_only: layout.bucket_mode == crate::spec::BucketMode::Postpone,
             key_range: scan
                 .key_range
                 .clone()
@@ -239,6 +243,9 @@ impl Pruning {
     /// Whether entry `e` may hold a wanted row; an error says which partition row is undecodable.
     pub(crate) fn keeps(&self, e: &ManifestEntry) -> std::result::Result<bool, String> {
         if self.skip_level0 && e.file.level == 0 {
+            return Ok(false);
+        }
+        if self.real_buckets_only && e.bucket < 0 {
             return Ok(false);
         }
         if let Some(h) = self.bucket_hash {

@@ -10,6 +10,7 @@ mod common;
 mod compaction;
 mod concurrency;
 mod crash;
+mod dynamic;
 mod engines;
 mod evolution;
 mod faults;

@@ -1,5 +1,6 @@
 //! Property test: random upserts, deletes, buffer spills, writer restarts and commits on a
-//! primary-key table, each read (latest and every earlier snapshot) compared with a BTreeMap model.
+//! primary-key table (fixed buckets, or dynamic buckets of two keys each), each read (latest and
+//! every earlier snapshot) compared with a BTreeMap model.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -88,9 +89,11 @@ async fn run(ops: Vec<Op>, spill_rows: usize, buckets: i32) -> Result<(), TestCa
         .unwrap(),
         primary_keys: vec!["id".into(), "part".into()],
         partition_keys: vec!["part".into()],
+        // -1: dynamic buckets, two keys each, so keys spread over many buckets.
         options: [
             ("bucket".to_string(), buckets.to_string()),
             ("write-buffer-rows".to_string(), spill_rows.to_string()),
+            ("dynamic-bucket.target-row-num".to_string(), "2".to_string()),
         ]
         .into_iter()
         .collect(),
@@ -179,7 +182,7 @@ proptest! {
     fn primary_key_table_matches_btreemap_model(
         ops in prop::collection::vec(op(), 1..40),
         spill_rows in prop_oneof![Just(1usize), Just(3), Just(7), Just(1000)],
-        buckets in 1..4i32,
+        buckets in prop_oneof![Just(-1i32), 1..4i32],
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(run(ops, spill_rows, buckets))?;

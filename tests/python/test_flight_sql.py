@@ -1248,6 +1248,31 @@ def test_pypaimon_reads_primary_key_table_after_update_and_delete(conn, db, ware
     assert paimon_read(warehouse, t, snapshot=first_snapshot) == first
 
 
+def test_the_first_create_table_has_dynamic_buckets(conn, db, warehouse):
+    """A primary-key table created without a bucket count is Paimon's default, dynamic buckets:
+    upserts, updates and deletes work through SQL, and pypaimon reads the same rows and writes into it."""
+    t = f"{db}.newcomer"
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {t} (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id))")
+    dml(conn, f"INSERT INTO {t} VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    dml(conn, f"INSERT INTO {t} VALUES (2, 'B'), (4, 'd')")
+    dml(conn, f"UPDATE {t} SET v = 'C' WHERE id = 3")
+    dml(conn, f"DELETE FROM {t} WHERE id = 1")
+    want = [(2, "B"), (3, "C"), (4, "d")]
+    assert rows(conn, f"SELECT * FROM {t}") == want
+    assert paimon_read(warehouse, t) == want
+    assert (warehouse / f"{db}.db" / "newcomer" / "index").is_dir(), "HASH index files are written"
+    table = paimon_table(warehouse, t)
+    wb = table.new_batch_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+    w.write_arrow(pa.table({"id": [4, 5], "v": ["py4", "py5"]}, schema=schema))
+    c.commit(w.prepare_commit())
+    w.close()
+    c.close()
+    assert rows(conn, f"SELECT * FROM {t}") == [(2, "B"), (3, "C"), (4, "py4"), (5, "py5")]
+
+
 def test_pypaimon_reads_all_types_ingested(conn, db, warehouse):
     data = pa.Table.from_pylist([dict(zip(ALL_TYPES_ARROW.names, ALL_TYPES_ROW)),
                                  dict(zip(ALL_TYPES_ARROW.names, (None,) * 14)),

@@ -350,8 +350,13 @@ def test_upsert_refuses_append_tables_and_creates_missing_ones(tl, db, warehouse
                      options={"bucket": "1"}) == 3
     assert schema_file(warehouse, m)["primaryKeys"] == ["id"]
     assert rows(tl, f"SELECT * FROM {m} ORDER BY id") == [{"id": 1, "v": "c"}, {"id": 2, "v": "b"}]
-    with pytest.raises(tidelake.InvalidArgumentError, match="need a fixed bucket count"):
-        tl.upsert(f"{db}.nobucket", pa.table({"id": [1]}), primary_key="id")
+    # Without a bucket count a primary-key table has dynamic buckets, as in Paimon.
+    d = f"{db}.nobucket"
+    assert tl.upsert(d, pa.table({"id": [1, 2], "v": ["a", "b"]}), primary_key="id") == 2
+    assert tl.upsert(d, pa.table({"id": [2, 3], "v": ["B", "c"]})) == 2
+    assert schema_file(warehouse, d)["options"].get("bucket", "-1") == "-1"
+    assert rows(tl, f"SELECT * FROM {d} ORDER BY id") == [
+        {"id": 1, "v": "a"}, {"id": 2, "v": "B"}, {"id": 3, "v": "c"}]
 
 
 def test_apply_changes_with_row_kinds(tl, db):

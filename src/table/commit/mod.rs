@@ -33,6 +33,7 @@ use crate::error::{ConflictSnafu, ErrorKind, Result};
 use crate::manifest::FileNamer;
 use crate::schema::layout::TableLayout;
 use crate::spec::binary_row::Datum;
+use crate::spec::index_manifest::{self, IndexManifestEntry, HASH_INDEX};
 use crate::spec::manifest::{FileKind, ManifestEntry, ManifestFileMeta};
 use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
 use crate::spec::DataFileMeta;
@@ -148,6 +149,7 @@ impl TableCommit {
                 .collect()
         };
         let adds = entries(|m| &m.new_files, FileKind::Add);
+        let index = IndexChanges::of(&messages);
         let changelog = entries(|m| &m.changelog_files, FileKind::Add);
         let compact_changelog = entries(|m| &m.compact_changelog, FileKind::Add);
         let mut compaction = entries(|m| &m.compact_before, FileKind::Delete);
@@ -180,9 +182,27 @@ impl TableCommit {
             } else {
                 CommitKind::Append
             };
-            outcome = self
-                .try_commit(kind, adds, changelog, overwrite.as_ref(), identifier, fence)
-                .await?;
+            outcome = match self
+                .try_commit(
+                    kind,
+                    adds,
+                    changelog,
+                    overwrite.as_ref(),
+                    index.as_ref(),
+                    identifier,
+                    fence,
+                )
+                .await
+            {
+                Ok(o) => o,
+                Err(e) => {
+                    if e.kind() == ErrorKind::Conflict {
+                        // Nothing of this commit was published: its files are garbage.
+                        self.remove_unpublished_new(&messages).await;
+                    }
+                    return Err(e);
+                }
+            };
             if let CommitOutcome::Committed(id) = outcome {
                 snapshots.push(id);
                 fence = fence.map(|_| id);
@@ -194,6 +214,7 @@ impl TableCommit {
                     CommitKind::Compact,
                     compaction,
                     compact_changelog,
+                    None,
                     None,
                     identifier,
                     fence,
@@ -283,6 +304,25 @@ impl TableCommit {
         }
     }
 
+    /// Deletes the new data, changelog and index files of a commit that was not published.
+    async fn remove_unpublished_new(&self, messages: &[CommitMessage]) {
+        let mm = self.table.manifest_manager();
+        for m in messages {
+            if let Ok(dir) = self.table.bucket_dir(&m.partition, m.bucket) {
+                for f in m.new_files.iter().chain(&m.changelog_files) {
+                    let _ = self
+                        .table
+                        .io()
+                        .delete(&format!("{dir}/{}", f.file_name))
+                        .await;
+                }
+            }
+            for f in &m.index_files {
+                let _ = self.table.io().delete(&mm.index_path(f)).await;
+            }
+        }
+    }
+
     /// Publishes one snapshot of `kind` holding `fixed` (plus, for an overwrite, DELETEs of the
     /// overwritten files as of the snapshot it builds on), retrying lost races.
     async fn try_commit(
@@ -291,6 +331,7 @@ impl TableCommit {
         fixed: Vec<ManifestEntry>,
         changelog: Vec<ManifestEntry>,
         overwrite: Option<&Overwrite>,
+        index: Option<&IndexChanges>,
         identifier: i64,
         fence: Option<i64>,
     ) -> Result<CommitOutcome> {
@@ -351,7 +392,7 @@ impl TableCommit {
                 )?,
                 None => vec![],
             };
-            let lists = self
+            let mut lists = self
                 .write_lists(
                     &layout,
                     latest.as_ref(),
@@ -360,7 +401,15 @@ impl TableCommit {
                     &mut adds_manifest,
                 )
                 .await?;
-            let snapshot = decide::next_snapshot(
+            let index_manifest = match index {
+                Some(ix) => {
+                    let name = self.write_index(ix, latest.as_ref()).await?;
+                    lists.written.push(name.clone());
+                    Some(name)
+                }
+                None => None,
+            };
+            let mut snapshot = decide::next_snapshot(
                 latest.as_ref(),
                 Changes {
                     kind,
@@ -375,6 +424,9 @@ impl TableCommit {
                     uuid: uuid::Uuid::new_v4().to_string(),
                 },
             );
+            if index_manifest.is_some() {
+                snapshot.index_manifest = index_manifest;
+            }
             let next_id = snapshot.id;
             let published = match sm.try_publish(&snapshot).await {
                 Ok(true) => Published::Ours,
@@ -408,6 +460,37 @@ impl TableCommit {
             crate::metrics::metrics().commit_retries.inc();
             tokio::time::sleep(decide::backoff(attempt)).await;
         }
+    }
+
+    /// The index manifest of an attempt on `latest`: its live index files with the new ones in
+    /// place of those they replace. A partition whose HASH files another writer changed since
+    /// this one loaded them is a conflict: both may have put one new key into two buckets.
+    async fn write_index(&self, ix: &IndexChanges, latest: Option<&Snapshot>) -> Result<String> {
+        let mm = self.table.manifest_manager();
+        let current = match latest {
+            Some(s) => mm.index_entries(s).await?,
+            None => vec![],
+        };
+        for (partition, base) in &ix.bases {
+            let now: Vec<(i32, String)> = current
+                .iter()
+                .filter(|e| &e.partition == partition && e.file.index_type == HASH_INDEX)
+                .map(|e| (e.bucket, e.file.file_name.clone()))
+                .collect();
+            if !crate::table::write::base_unchanged(base, &now) {
+                crate::metrics::metrics().commit_conflicts.inc();
+                return ConflictSnafu {
+                    table: self.table.identifier().to_string(),
+                    message: format!(
+                        "another writer assigned dynamic buckets to new keys of partition {} since this write began; write again",
+                        self.table.partition_display(partition)
+                    ),
+                }
+                .fail();
+            }
+        }
+        let combined = index_manifest::combine(current, ix.entries.clone());
+        mm.write_index_manifest(&self.namer, &combined).await
     }
 
     /// Writes the manifests and lists of one attempt on `latest`: the base (the previous base and
@@ -491,6 +574,35 @@ impl TableCommit {
         Ok(newest
             .filter(|s| s.commit_identifier >= identifier)
             .map(|s| s.id))
+    }
+}
+
+/// The index files a commit adds (HASH files of dynamic buckets) and, per partition, the HASH
+/// files its writer assigned from: (bucket, file name).
+#[derive(Debug)]
+struct IndexChanges {
+    entries: Vec<IndexManifestEntry>,
+    bases: std::collections::BTreeMap<Vec<u8>, Vec<(i32, String)>>,
+}
+
+impl IndexChanges {
+    fn of(messages: &[CommitMessage]) -> Option<Self> {
+        let entries: Vec<IndexManifestEntry> = messages
+            .iter()
+            .flat_map(|m| {
+                m.index_files.iter().map(|f| IndexManifestEntry {
+                    kind: FileKind::Add,
+                    partition: m.partition.clone(),
+                    bucket: m.bucket,
+                    file: f.clone(),
+                })
+            })
+            .collect();
+        let bases = messages
+            .iter()
+            .filter_map(|m| Some((m.partition.clone(), m.index_base.clone()?)))
+            .collect();
+        (!entries.is_empty()).then_some(Self { entries, bases })
     }
 }
 

@@ -24,10 +24,11 @@ use snafu::ResultExt;
 
 use super::compact::{self, Force};
 use super::Table;
-use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
+use crate::error::{invalid, ArrowSnafu, CorruptSnafu, InternalSnafu, Result};
 use crate::lsm::levels::Levels;
 use crate::manifest::FileNamer;
 use crate::schema::layout::TableLayout;
+use crate::spec::index_manifest::{IndexFileMeta, IndexManifestEntry, HASH_INDEX};
 use crate::spec::{BucketMode, ChangelogProducer, CommitKind, DataFileMeta};
 
 /// New files of one (partition, bucket), produced by a writer for one commit.
@@ -44,6 +45,11 @@ pub struct CommitMessage {
     pub compact_after: Vec<DataFileMeta>,
     /// Changelog files a compaction produced (`lookup` and `full-compaction` producers).
     pub compact_changelog: Vec<DataFileMeta>,
+    /// New index files of this bucket (a dynamic bucket's HASH file, replacing the previous one).
+    pub index_files: Vec<IndexFileMeta>,
+    /// The HASH files of this partition the writer assigned buckets from, (bucket, file name),
+    /// when it added index files: the commit checks no other writer changed them meanwhile.
+    pub index_base: Option<Vec<(i32, String)>>,
 }
 
 impl CommitMessage {
@@ -58,6 +64,8 @@ impl CommitMessage {
             compact_before: vec![],
             compact_after: vec![],
             compact_changelog: vec![],
+            index_files: vec![],
+            index_base: None,
         }
     }
 
@@ -67,12 +75,17 @@ impl CommitMessage {
             && self.compact_before.is_empty()
             && self.compact_after.is_empty()
             && self.compact_changelog.is_empty()
+            && self.index_files.is_empty()
     }
 }
 
 mod bucket;
 mod conform;
+mod dynamic;
 mod route;
+
+pub(crate) use dynamic::base_unchanged;
+use dynamic::{DynamicOptions, PartitionIndex};
 
 use bucket::{BucketWriter, Shared};
 
@@ -118,6 +131,17 @@ pub struct TableWrite {
     /// Whether `prepare_commit` waits for one compaction round (batch writes) or takes only what
     /// has finished (long-lived writers).
     wait_compaction: bool,
+    /// Dynamic-bucket tables: the key-hash index, loaded per partition on first sight.
+    dynamic: Option<DynamicIndex>,
+}
+
+/// What a writer of a dynamic-bucket table knows of its HASH index.
+#[derive(Debug, Default)]
+struct DynamicIndex {
+    options: DynamicOptions,
+    /// The HASH entries of the snapshot the writer started from.
+    entries: Vec<IndexManifestEntry>,
+    partitions: HashMap<Vec<u8>, PartitionIndex>,
 }
 
 impl TableWrite {
@@ -143,6 +167,7 @@ impl TableWrite {
             restored: None,
             live_as_of: None,
             wait_compaction: false,
+            dynamic: None,
         })
     }
 
@@ -176,9 +201,12 @@ impl TableWrite {
         if values.num_rows() == 0 {
             return Ok(());
         }
-        let groups = route::route(self.layout(), &values)?;
+        let mut groups = route::route(self.layout(), &values)?;
         if self.restored.is_none() {
             self.restored = Some(self.restore().await?);
+        }
+        if self.dynamic.is_some() {
+            groups = self.assign_dynamic(&values, groups).await?;
         }
         let single = groups.len() == 1;
         for (id, rows) in groups {
@@ -233,6 +261,8 @@ impl TableWrite {
                 ..CommitMessage::empty(partition.clone(), *bucket, total_buckets)
             });
         }
+        self.write_grown_indexes(&mut messages, total_buckets)
+            .await?;
         messages.sort_by(|a, b| (&a.partition, a.bucket).cmp(&(&b.partition, b.bucket)));
         self.compact_touched(&mut messages).await?;
         messages.retain(|m| !m.is_empty());
@@ -327,12 +357,148 @@ impl TableWrite {
         Ok(())
     }
 
-    /// Highest sequence number and live files per bucket in the latest snapshot.
+    /// Splits each partition's rows of a dynamic-bucket table by the bucket of their key hash.
+    async fn assign_dynamic(
+        &mut self,
+        values: &RecordBatch,
+        groups: Vec<(BucketId, Vec<u32>)>,
+    ) -> Result<Vec<(BucketId, Vec<u32>)>> {
+        let hashes = route::key_hashes(self.layout(), values)?;
+        let mut out = Vec::new();
+        for ((partition, _), rows) in groups {
+            self.load_partition_index(&partition).await?;
+            let Some(d) = self.dynamic.as_mut() else {
+                break;
+            };
+            let options = d.options;
+            let Some(index) = d.partitions.get_mut(&partition) else {
+                continue;
+            };
+            let mut by_bucket: std::collections::BTreeMap<i32, Vec<u32>> = Default::default();
+            for r in rows {
+                let b = index.assign(hashes[r as usize], &options);
+                by_bucket.entry(b).or_default().push(r);
+            }
+            out.extend(
+                by_bucket
+                    .into_iter()
+                    .map(|(b, rows)| ((partition.clone(), b), rows)),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Loads the HASH files of `partition` (once). A bucket holding data without a HASH file
+    /// could get a key twice: refused, as pypaimon does.
+    async fn load_partition_index(&mut self, partition: &[u8]) -> Result<()> {
+        let Some(d) = self.dynamic.as_ref() else {
+            return Ok(());
+        };
+        if d.partitions.contains_key(partition) {
+            return Ok(());
+        }
+        let mm = self.table().manifest_manager();
+        let files: Vec<&IndexManifestEntry> = d
+            .entries
+            .iter()
+            .filter(|e| e.partition == partition && e.file.index_type == HASH_INDEX)
+            .collect();
+        let reads = files.iter().map(|e| {
+            let mm = mm.clone();
+            async move {
+                let hashes = mm.read_hash_index(&e.file).await?;
+                Ok::<_, crate::error::Error>((e.bucket, e.file.file_name.clone(), hashes))
+            }
+        });
+        let loaded = futures::future::try_join_all(reads).await?;
+        let table = self.table().identifier().to_string();
+        let shown = self.table().partition_display(partition);
+        if let Some(((_, b), _)) = self.restored.iter().flatten().find(|((p, b), r)| {
+            p == partition && !r.files.is_empty() && !loaded.iter().any(|(x, _, _)| x == b)
+        }) {
+            return CorruptSnafu {
+                path: self.table().path().to_string(),
+                message: format!(
+                    "dynamic-bucket table {table}: bucket {b} of partition {shown} holds data files but no HASH index file, so a key could be written to two buckets"
+                ),
+            }
+            .fail();
+        }
+        let index = PartitionIndex::load(loaded, &d.options).map_err(|m| {
+            CorruptSnafu {
+                path: self.table().path().to_string(),
+                message: format!("dynamic-bucket index of table {table}, partition {shown}: {m}"),
+            }
+            .build()
+        })?;
+        if let Some(d) = self.dynamic.as_mut() {
+            d.partitions.insert(partition.to_vec(), index);
+        }
+        Ok(())
+    }
+
+    /// Writes a new HASH file for every dynamic bucket whose keys grew and puts it in that
+    /// bucket's message, with the partition's index base.
+    async fn write_grown_indexes(
+        &mut self,
+        messages: &mut Vec<CommitMessage>,
+        total_buckets: i32,
+    ) -> Result<()> {
+        let Some(d) = self.dynamic.as_mut() else {
+            return Ok(());
+        };
+        let mm = self.shared.table.manifest_manager();
+        for (partition, index) in d.partitions.iter_mut() {
+            let grown = index.take_grown();
+            if grown.is_empty() {
+                continue;
+            }
+            let base = index.base();
+            for g in grown {
+                let meta = mm.write_hash_index(&self.shared.namer, &g.hashes).await?;
+                index.written(g.bucket, meta.file_name.clone());
+                let slot = match messages
+                    .iter()
+                    .position(|m| &m.partition == partition && m.bucket == g.bucket)
+                {
+                    Some(i) => i,
+                    None => {
+                        messages.push(CommitMessage::empty(
+                            partition.clone(),
+                            g.bucket,
+                            total_buckets,
+                        ));
+                        messages.len() - 1
+                    }
+                };
+                messages[slot].index_files.push(meta);
+                messages[slot].index_base = Some(base.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Highest sequence number and live files per bucket in the latest snapshot; for
+    /// dynamic-bucket tables also the HASH index entries.
     async fn restore(&mut self) -> Result<HashMap<BucketId, Restored>> {
         let mut restored: HashMap<BucketId, Restored> = HashMap::new();
+        if self.layout().bucket_mode == BucketMode::Dynamic {
+            self.dynamic = Some(DynamicIndex {
+                options: self.layout().options.dynamic,
+                ..Default::default()
+            });
+        }
         let Some(snapshot) = self.table().snapshot_manager().latest().await? else {
             return Ok(restored);
         };
+        if let Some(d) = self.dynamic.as_mut() {
+            d.entries = self
+                .shared
+                .table
+                .manifest_manager()
+                .index_entries(&snapshot)
+                .await?;
+        }
         self.live_as_of = Some(snapshot.id);
         let total = self.layout().total_buckets();
         for e in self

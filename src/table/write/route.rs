@@ -1,6 +1,7 @@
 //! Routing: which (partition, bucket) each row of a conformed batch belongs to. The partition is
 //! the row's partition columns as a serialized BinaryRow; the bucket is Paimon's hash of the
-//! bucket-key columns modulo the bucket count (fixed-bucket tables), or 0. Pure.
+//! bucket-key columns modulo the bucket count (fixed-bucket tables), or 0 (dynamic-bucket tables,
+//! whose writer then splits each partition by its key index, see `dynamic`). Pure.
 
 use std::collections::HashMap;
 
@@ -54,17 +55,12 @@ pub(super) fn route(
     if num_buckets == 1 && partitions.len() == 1 {
         groups[0][0] = (0..n as u32).collect();
     } else if let BucketMode::Fixed(num) = layout.bucket_mode {
-        let types: Vec<_> = layout
-            .bucket_key_indices
+        for (i, (&p, hash)) in partition_of_row
             .iter()
-            .map(|&i| layout.schema.fields[i].data_type)
-            .collect();
-        for (i, &p) in partition_of_row.iter().enumerate() {
-            w.reset(types.len());
-            for (pos, (&c, ty)) in layout.bucket_key_indices.iter().zip(&types).enumerate() {
-                write_field(&mut w, pos, values.column(c), i, ty)?;
-            }
-            let bucket = binary_row::bucket_of(w.hash_code(), num);
+            .zip(key_hashes(layout, values)?)
+            .enumerate()
+        {
+            let bucket = binary_row::bucket_of(hash, num);
             groups[p as usize][bucket as usize].push(i as u32);
         }
     } else {
@@ -82,6 +78,27 @@ pub(super) fn route(
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
+}
+
+/// Paimon's hash of each row's bucket key (the trimmed primary key unless `bucket-key` says
+/// otherwise) as a BinaryRow: the fixed-bucket hash before the modulo, and the key of a dynamic
+/// bucket's HASH index.
+pub(super) fn key_hashes(layout: &TableLayout, values: &RecordBatch) -> Result<Vec<i32>> {
+    let types: Vec<_> = layout
+        .bucket_key_indices
+        .iter()
+        .map(|&i| layout.schema.fields[i].data_type)
+        .collect();
+    let mut w = BinaryRowWriter::default();
+    (0..values.num_rows())
+        .map(|i| {
+            w.reset(types.len());
+            for (pos, (&c, ty)) in layout.bucket_key_indices.iter().zip(&types).enumerate() {
+                write_field(&mut w, pos, values.column(c), i, ty)?;
+            }
+            Ok(w.hash_code())
+        })
+        .collect()
 }
 
 #[cfg(test)]
