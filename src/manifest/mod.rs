@@ -12,13 +12,13 @@ use bytes::Bytes;
 use crate::error::{CorruptSnafu, ErrorKind, InternalSnafu, NotFoundSnafu, Result};
 use crate::io::FileIo;
 use crate::spec::binary_row::{self, Datum};
-use crate::spec::manifest::{
-    decode_manifest, decode_manifest_list, encode_manifest, encode_manifest_list, FileIdentifier,
-    FileKind, ManifestEntry, ManifestFileMeta, SimpleStats,
-};
 use crate::spec::index_manifest::{
     decode_hashes, decode_index_manifest, encode_hashes, encode_index_manifest, IndexFileMeta,
     IndexManifestEntry,
+};
+use crate::spec::manifest::{
+    decode_manifest, decode_manifest_list, encode_manifest, encode_manifest_list, FileIdentifier,
+    FileKind, ManifestEntry, ManifestFileMeta, SimpleStats,
 };
 use crate::spec::{DataType, Snapshot};
 
@@ -211,7 +211,11 @@ impl ManifestManager {
     }
 
     /// Writes a HASH index file of `hashes`; returns its description.
-    pub async fn write_hash_index(&self, namer: &FileNamer, hashes: &[i32]) -> Result<IndexFileMeta> {
+    pub async fn write_hash_index(
+        &self,
+        namer: &FileNamer,
+        hashes: &[i32],
+    ) -> Result<IndexFileMeta> {
         let meta = IndexFileMeta::hash(namer.next("index-", ""), hashes.len());
         self.io
             .write(&self.index_path(&meta), Bytes::from(encode_hashes(hashes)))

@@ -87,13 +87,19 @@ pub fn combine(
 ) -> Vec<IndexManifestEntry> {
     type Key = (Vec<u8>, i32, String, String);
     let key = |e: &IndexManifestEntry| -> Key {
-        let by_name = e.file.index_type != HASH_INDEX && e.file.index_type != DELETION_VECTORS_INDEX;
+        let by_name =
+            e.file.index_type != HASH_INDEX && e.file.index_type != DELETION_VECTORS_INDEX;
         let name = if by_name {
             e.file.file_name.clone()
         } else {
             String::new()
         };
-        (e.partition.clone(), e.bucket, e.file.index_type.clone(), name)
+        (
+            e.partition.clone(),
+            e.bucket,
+            e.file.index_type.clone(),
+            name,
+        )
     };
     let mut live: BTreeMap<Key, IndexManifestEntry> =
         previous.into_iter().map(|e| (key(&e), e)).collect();
@@ -119,7 +125,7 @@ pub fn encode_hashes(hashes: &[i32]) -> Vec<u8> {
 
 /// The hashes of a HASH index file; a length that is not a multiple of 4 is corrupt.
 pub fn decode_hashes(bytes: &[u8]) -> Result<Vec<i32>, String> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(format!(
             "a HASH index file holds 4-byte hashes, but it is {} bytes long",
             bytes.len()
@@ -224,7 +230,10 @@ impl IndexManifestEntry {
             ("_FILE_SIZE", Value::Long(f.file_size)),
             ("_ROW_COUNT", Value::Long(f.row_count)),
             ("_DELETIONS_VECTORS_RANGES", opt(ranges, |v| v)),
-            ("_EXTERNAL_PATH", opt(f.external_path.clone(), Value::String)),
+            (
+                "_EXTERNAL_PATH",
+                opt(f.external_path.clone(), Value::String),
+            ),
             ("_GLOBAL_INDEX", opt(global, |v| v)),
         ])
     }
@@ -233,7 +242,11 @@ impl IndexManifestEntry {
         let r = Record::new(v, "index manifest entry")?;
         match r.int("_VERSION")? {
             INDEX_MANIFEST_VERSION => {}
-            v => return Err(format!("unsupported index manifest _VERSION {v} (expected 1)")),
+            v => {
+                return Err(format!(
+                    "unsupported index manifest _VERSION {v} (expected 1)"
+                ))
+            }
         }
         let kind = match r.int("_KIND")? {
             0 => FileKind::Add,
@@ -344,8 +357,14 @@ mod tests {
 
     #[test]
     fn hash_files_are_big_endian_ints() {
-        assert_eq!(encode_hashes(&[1, -1]), vec![0, 0, 0, 1, 255, 255, 255, 255]);
-        assert_eq!(decode_hashes(&encode_hashes(&[7, i32::MIN])).unwrap(), vec![7, i32::MIN]);
+        assert_eq!(
+            encode_hashes(&[1, -1]),
+            vec![0, 0, 0, 1, 255, 255, 255, 255]
+        );
+        assert_eq!(
+            decode_hashes(&encode_hashes(&[7, i32::MIN])).unwrap(),
+            vec![7, i32::MIN]
+        );
         assert!(decode_hashes(&[0, 0, 1]).unwrap_err().contains("3 bytes"));
     }
 }

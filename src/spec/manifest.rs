@@ -220,7 +220,10 @@ fn zstd_codec() -> apache_avro::Codec {
     apache_avro::Codec::Zstandard(apache_avro::ZstandardSettings::new(1))
 }
 
-pub(super) fn encode_file(schema: &Schema, values: impl Iterator<Item = Value>) -> Result<Vec<u8>, String> {
+pub(super) fn encode_file(
+    schema: &Schema,
+    values: impl Iterator<Item = Value>,
+) -> Result<Vec<u8>, String> {
     let mut w = apache_avro::Writer::with_codec(schema, Vec::new(), zstd_codec())
         .map_err(|e| e.to_string())?;
     for v in values {
@@ -229,7 +232,10 @@ pub(super) fn encode_file(schema: &Schema, values: impl Iterator<Item = Value>) 
     w.into_inner().map_err(|e| e.to_string())
 }
 
-pub(super) fn decode_file<T>(bytes: &[u8], f: impl Fn(&Value) -> Result<T, String>) -> Result<Vec<T>, String> {
+pub(super) fn decode_file<T>(
+    bytes: &[u8],
+    f: impl Fn(&Value) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
     let reader = apache_avro::Reader::new(bytes).map_err(|e| format!("not an Avro file: {e}"))?;
     reader
         .map(|v| {

@@ -217,7 +217,11 @@ impl Table {
             default_name: opts.partition_default_name(),
             legacy: opts.partition_legacy_name(),
         };
-        Ok(partition_path(&layout.schema.partition_keys, &values, naming))
+        Ok(partition_path(
+            &layout.schema.partition_keys,
+            &values,
+            naming,
+        ))
     }
 
     pub fn new_write(&self, options: WriteOptions) -> Result<TableWrite> {

@@ -89,7 +89,11 @@ async fn keys_keep_their_bucket_across_tidelake_and_pypaimon() {
         want.push(vec![json!(id), json!("d1"), json!(v)]);
     }
     for id in 1..=4i64 {
-        let v = if id == 3 { "py3".into() } else { format!("a{id}") };
+        let v = if id == 3 {
+            "py3".into()
+        } else {
+            format!("a{id}")
+        };
         want.push(vec![json!(id), json!("d2"), json!(v)]);
     }
     let want = sorted(want);
@@ -178,7 +182,11 @@ async fn two_writers_adding_keys_to_one_partition_do_not_both_commit() {
     assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
     let msg = err.to_string();
     assert!(msg.contains("db.race") && msg.contains("dt=d1"), "{msg}");
-    assert_eq!(read_rows(&t, None).await, before, "the refused commit changed nothing");
+    assert_eq!(
+        read_rows(&t, None).await,
+        before,
+        "the refused commit changed nothing"
+    );
     t.new_commit("c")
         .commit(mc, BATCH_COMMIT_IDENTIFIER, None)
         .await

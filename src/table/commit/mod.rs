@@ -20,6 +20,10 @@
 //! Exactly-once: a commit with an explicit identifier is skipped when the newest snapshot of the
 //! same commit user already carries an identifier at least as large (Paimon's `filterCommitted`).
 //!
+//! Dynamic-bucket writers' new HASH index files go into a new index manifest per attempt (the
+//! latest one's entries with each bucket's new file in place of its old one); a partition whose
+//! HASH files another writer changed since the writer loaded them is a final conflict.
+//!
 //! This file holds the IO and the retry loop; every decision the loop takes on what it read
 //! (conflict, overwritten files, the next snapshot, an ambiguous publish, the backoff) is a pure
 //! function in [`decide`]. The retry decision reads [`crate::error::Error::is_retryable`] and lives
@@ -187,8 +191,10 @@ impl TableCommit {
                     kind,
                     adds,
                     changelog,
-                    overwrite.as_ref(),
-                    index.as_ref(),
+                    Replaces {
+                        overwrite: overwrite.as_ref(),
+                        index: index.as_ref(),
+                    },
                     identifier,
                     fence,
                 )
@@ -214,8 +220,7 @@ impl TableCommit {
                     CommitKind::Compact,
                     compaction,
                     compact_changelog,
-                    None,
-                    None,
+                    Replaces::default(),
                     identifier,
                     fence,
                 )
@@ -330,11 +335,11 @@ impl TableCommit {
         kind: CommitKind,
         fixed: Vec<ManifestEntry>,
         changelog: Vec<ManifestEntry>,
-        overwrite: Option<&Overwrite>,
-        index: Option<&IndexChanges>,
+        replaces: Replaces<'_>,
         identifier: i64,
         fence: Option<i64>,
     ) -> Result<CommitOutcome> {
+        let Replaces { overwrite, index } = replaces;
         let table = &self.table;
         let started = std::time::Instant::now();
         let layout = table.layout()?;
@@ -402,11 +407,24 @@ impl TableCommit {
                 )
                 .await?;
             let index_manifest = match index {
-                Some(ix) => {
-                    let name = self.write_index(ix, latest.as_ref()).await?;
-                    lists.written.push(name.clone());
-                    Some(name)
-                }
+                Some(ix) => match self.write_index(ix, latest.as_ref()).await {
+                    Ok(name) => {
+                        lists.written.push(name.clone());
+                        Some(name)
+                    }
+                    Err(e) => {
+                        // Final: nothing this commit wrote will be published.
+                        let ours = lists
+                            .written
+                            .iter()
+                            .chain(adds_manifest.as_ref().map(|m| &m.file_name))
+                            .chain(changelog_list.as_ref().map(|((l, _), _)| l));
+                        for name in ours {
+                            let _ = table.io().delete(&mm.path(name)).await;
+                        }
+                        return Err(e);
+                    }
+                },
                 None => None,
             };
             let mut snapshot = decide::next_snapshot(
@@ -575,6 +593,14 @@ impl TableCommit {
             .filter(|s| s.commit_identifier >= identifier)
             .map(|s| s.id))
     }
+}
+
+/// What a commit replaces besides adding files: an overwrite's files and the index files its new
+/// ones take the place of.
+#[derive(Debug, Default, Clone, Copy)]
+struct Replaces<'a> {
+    overwrite: Option<&'a Overwrite>,
+    index: Option<&'a IndexChanges>,
 }
 
 /// The index files a commit adds (HASH files of dynamic buckets) and, per partition, the HASH

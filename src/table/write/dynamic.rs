@@ -190,7 +190,10 @@ mod tests {
                 }
             ]
         );
-        assert!(p.take_grown().is_empty(), "taken buckets count as unchanged");
+        assert!(
+            p.take_grown().is_empty(),
+            "taken buckets count as unchanged"
+        );
     }
 
     #[test]
@@ -230,16 +233,14 @@ mod tests {
     #[test]
     fn a_corrupt_index_is_refused() {
         let o = DynamicOptions::default();
-        let two_files = PartitionIndex::load(
-            vec![(0, "a".into(), vec![1]), (0, "b".into(), vec![2])],
-            &o,
-        );
+        let two_files =
+            PartitionIndex::load(vec![(0, "a".into(), vec![1]), (0, "b".into(), vec![2])], &o);
         assert!(two_files.unwrap_err().contains("two HASH index files"));
-        let two_buckets = PartitionIndex::load(
-            vec![(0, "a".into(), vec![1]), (1, "b".into(), vec![1])],
-            &o,
-        );
-        assert!(two_buckets.unwrap_err().contains("in bucket 0 and in bucket 1"));
+        let two_buckets =
+            PartitionIndex::load(vec![(0, "a".into(), vec![1]), (1, "b".into(), vec![1])], &o);
+        assert!(two_buckets
+            .unwrap_err()
+            .contains("in bucket 0 and in bucket 1"));
     }
 
     #[test]
