@@ -42,19 +42,23 @@ fn index_files(s: &Scratch, table: &str) -> BTreeSet<String> {
     }
 }
 
+/// A dynamic-bucket table (no `bucket` option) keyed on (id, dt), partitioned by dt.
+async fn create(s: &Scratch, name: &str, opts: &[(&str, &str)]) -> tidelake::Table {
+    s.create(
+        name,
+        "id BIGINT NOT NULL, dt STRING NOT NULL, v STRING",
+        &["id", "dt"],
+        &["dt"],
+        opts,
+    )
+    .await
+}
+
 #[tokio::test]
 async fn keys_keep_their_bucket_across_tidelake_and_pypaimon() {
     let s = Scratch::new();
     let name = "db.dyn";
-    let t = s
-        .create(
-            name,
-            "id BIGINT NOT NULL, dt STRING NOT NULL, v STRING",
-            &["id", "dt"],
-            &["dt"],
-            &[("dynamic-bucket.target-row-num", "3")],
-        )
-        .await;
+    let t = create(&s, name, &[("dynamic-bucket.target-row-num", "3")]).await;
     let mut first = rows(1..=10, "d1", "a");
     first.extend(rows(1..=4, "d2", "a"));
     write_rows(&t, &first).await;
@@ -147,15 +151,7 @@ async fn tidelake_writes_into_a_pypaimon_dynamic_table() {
 #[tokio::test]
 async fn two_writers_adding_keys_to_one_partition_do_not_both_commit() {
     let s = Scratch::new();
-    let t = s
-        .create(
-            "db.race",
-            "id BIGINT NOT NULL, dt STRING NOT NULL, v STRING",
-            &["id", "dt"],
-            &["dt"],
-            &[],
-        )
-        .await;
+    let t = create(&s, "db.race", &[]).await;
     write_rows(&t, &rows([1], "d1", "a")).await;
     let mut a = t.new_write(WriteOptions::default()).unwrap();
     let mut b = t.new_write(WriteOptions::default()).unwrap();
@@ -209,18 +205,15 @@ async fn two_writers_adding_keys_to_one_partition_do_not_both_commit() {
 async fn expiry_and_orphan_removal_keep_the_listed_index_files() {
     let s = Scratch::new();
     let name = "db.exp";
-    let t = s
-        .create(
-            name,
-            "id BIGINT NOT NULL, dt STRING NOT NULL, v STRING",
-            &["id", "dt"],
-            &["dt"],
-            &[
-                ("snapshot.num-retained.min", "1"),
-                ("snapshot.num-retained.max", "2"),
-            ],
-        )
-        .await;
+    let t = create(
+        &s,
+        name,
+        &[
+            ("snapshot.num-retained.min", "1"),
+            ("snapshot.num-retained.max", "2"),
+        ],
+    )
+    .await;
     for i in 0..5i64 {
         write_rows(&t, &rows([i], "d1", "a")).await;
     }

@@ -104,6 +104,35 @@ def test_a_restarted_producer_resumes_after_the_last_durable_position(uri):
         assert c.writer(t, commit_user="other").resume_position() is None
 
 
+def test_a_dynamic_bucket_table_takes_a_stream_and_a_second_writer_conflicts(uri):
+    """Streams into a primary-key table without a bucket count (dynamic buckets): keys spread over
+    buckets of two keys each and keep them across commits. A second writer that adds keys to the
+    same partition meanwhile is refused at commit, and the stream ends with the last durable
+    identifier, so its producer resumes."""
+    with client(uri) as c:
+        t = fresh(c, options="'dynamic-bucket.target-row-num' = '2'")
+        w = c.writer(t, commit_user="dyn", every_rows=0)
+        w.write(batch([1, 2, 3, 4, 5]), position=1, commit=True)
+        w.wait_for(1, timeout=30)
+        w.write(batch([5, 4, 6], tag="u"), position=2, commit=True)
+        w.wait_for(2, timeout=30)
+        assert sorted((r["id"], r["v"]) for r in c.sql(f"SELECT * FROM {t}").to_pylist()) == [
+            (1, "v1"), (2, "v2"), (3, "v3"), (4, "u4"), (5, "u5"), (6, "u6")]
+        buckets = c.sql(f'SELECT DISTINCT bucket FROM {t.split(".")[0]}."{t.split(".")[1]}$files"').to_pylist()
+        assert len(buckets) == 3, buckets
+        # Another writer adds a key: the stream's next new key is a conflict, not a duplicate.
+        c.upsert(t, pa.table({"id": pa.array([7], pa.int64()), "v": ["other"]}))
+        w.write(batch([8]), position=3, commit=True)
+        with pytest.raises(tidelake.ConflictError, match="last durable identifier 2"):
+            w.wait_for(3, timeout=30)
+        w.abandon()
+        w = c.writer(t, commit_user="dyn")
+        assert w.resume_position() == 2
+        w.write(batch([8]), position=3)
+        assert [a.identifier for a in w.close()] == [3]
+        assert count(c, t) == 8
+
+
 def test_commits_by_time_without_more_input(uri):
     with client(uri) as c:
         t = fresh(c)

@@ -117,6 +117,8 @@ class Writer:
                 break
             self._acks.put(Ack(ack.identifier, list(ack.snapshot_ids), ack.rows))
         self._ended.set()
+        # Wakes a caller waiting in acks(): the stream's end is an answer too.
+        self._acks.put(None)
 
     def _raise_ended(self) -> None:
         """Raises the error the server ended the stream with (or says it ended)."""
@@ -144,17 +146,20 @@ class Writer:
         """The acknowledgements received since the last call, oldest first. ``timeout`` > 0 (or
         ``None``: no limit) waits for at least one. Raises the server's error once the stream failed
         and every ack before it was taken."""
-        out: List[Ack] = []
+        got: List[Optional[Ack]] = []
         try:
             if timeout is None or timeout > 0:
-                out.append(self._acks.get(timeout=timeout))
+                got.append(self._acks.get(timeout=timeout))
             while True:
-                out.append(self._acks.get_nowait())
+                got.append(self._acks.get_nowait())
         except queue.Empty:
             pass
+        out: List[Ack] = [a for a in got if a is not None]
+        if len(out) < len(got):
+            self._acks.put(None)  # the end marker stays for the next caller
         for a in out:
             self.durable = a.identifier
-        if not out and self._ended.is_set() and self._acks.empty():
+        if not out and self._ended.is_set() and len(got) > 0:
             # Every ack is taken and the server ended the stream: its status is the answer (the
             # reader may have seen only the end; closing the writer half reads the status).
             self._raise_ended()
@@ -259,6 +264,7 @@ class Writer:
                 rest.append(self._acks.get_nowait())
             except queue.Empty:
                 break
+        rest = [a for a in rest if a is not None]
         for a in rest:
             self.durable = a.identifier
         if self._error is not None:
