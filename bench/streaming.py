@@ -7,7 +7,7 @@
   sending a batch that asks for a commit to receiving its ack;
 - the one-shot bulk ingest (Flight SQL CommandStatementIngest, one commit) of the same rows.
 
-    .venv/bin/python bench/streaming.py --bin target/release/tidelake [--rows 2000000] [--keys 500000]
+    .venv/bin/python bench/streaming.py --bin target/release/tidelake [--rows 10000000] [--keys 2000000] [--ask-every 100]
 """
 import argparse
 import os
@@ -51,9 +51,10 @@ def batches(rows, keys, size):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="target/release/tidelake")
-    ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--keys", type=int, default=500_000)
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--keys", type=int, default=2_000_000)
     ap.add_argument("--batch", type=int, default=10_000)
+    ap.add_argument("--ask-every", type=int, default=100, help="every Nth batch asks for a commit")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
     proc, uri, metrics = serve(args.bin, os.path.join(tmp, "wh"), tmp, {})
@@ -63,13 +64,14 @@ def main():
             for t in ("stream", "bulk"):
                 c.execute(f"CREATE TABLE default.{t} (id BIGINT NOT NULL, v BIGINT, PRIMARY KEY (id)) "
                           "WITH ('bucket' = '4')")
-            # Streaming: a commit every second; every 20th batch also asks for one, timed end to end.
+            # Streaming: a commit every second; every `--ask-every`th batch also asks for one (about
+            # one a second at the rates seen), timed end to end.
             w = c.writer("default.stream", commit_user="bench", kind="upsert", every_ms=1000)
             asked = {}
             client_lat = []
             started = time.perf_counter()
             for i, b in enumerate(data):
-                ask = i % 20 == 19
+                ask = i % args.ask_every == args.ask_every - 1
                 w.write(b, position=i, commit=ask)
                 if ask:
                     asked[i] = time.perf_counter()
@@ -97,8 +99,8 @@ def main():
         print(f"{'server commit-to-ack p50 / p99 (ms)':<44}{s50 * 1000:>8.1f} / {s99 * 1000:.1f}  ({n} acks; "
               "histogram bucket bounds)")
         if client_lat:
-            print(f"{'producer ask-to-ack p50 / p99 (ms)':<44}{pct(client_lat, 0.5) * 1000:>8.1f} / "
-                  f"{pct(client_lat, 0.99) * 1000:.1f}  ({len(client_lat)} asked commits)")
+            print(f"{'producer ask-to-ack p50 / p99 (ms)':<44}{pct(client_lat, 0.5):>8.1f} / "
+                  f"{pct(client_lat, 0.99):.1f}  ({len(client_lat)} asked commits)")
     finally:
         stop(proc)
 
