@@ -2,7 +2,8 @@
 //! assigned to buckets through the HASH index files, shared with pypaimon 2.1.0 in both
 //! directions (a key keeps the bucket whichever writer gave it first), new buckets open past
 //! `dynamic-bucket.target-row-num`, two writers adding keys to one partition at once do not both
-//! commit, and expiry and orphan removal keep exactly the index files that snapshots list.
+//! commit, and expiry and orphan removal keep exactly the index files that snapshots list. Postpone
+//! tables (`bucket` = -2) that pypaimon writes read as Paimon's batch reads do.
 
 use std::collections::BTreeSet;
 
@@ -242,4 +243,47 @@ async fn expiry_and_orphan_removal_keep_the_listed_index_files() {
     assert_eq!(removed, ["index-stray-0"]);
     assert_eq!(index_files(&s, name), listed);
     assert_eq!(read_rows(&t, None).await.len(), 5);
+}
+
+#[tokio::test]
+async fn a_pypaimon_postpone_table_reads_as_paimon_batch_reads_and_refuses_writes() {
+    let s = Scratch::new();
+    let spec = json!({"columns": [["id", "int64", false], ["v", "string", true]],
+                      "primary_keys": ["id"], "options": {"bucket": "-2"}});
+    paimon(&["create", s.path(), "db.later", &spec.to_string()]);
+    paimon(&[
+        "write",
+        s.path(),
+        "db.later",
+        &json!([{"id": 1, "v": "p1"}, {"id": 2, "v": "p2"}]).to_string(),
+    ]);
+    let dir = std::path::Path::new(s.path()).join("db.db/later/bucket-postpone");
+    assert!(
+        dir.is_dir(),
+        "pypaimon writes postpone files to bucket-postpone/"
+    );
+    let t = s
+        .catalog
+        .load_table(&Identifier::new("db", "later"))
+        .await
+        .unwrap();
+    // Until a compaction moves them into real buckets, batch reads (Java's and pypaimon's) do
+    // not show postpone rows.
+    assert!(read_rows(&t, None).await.is_empty());
+    assert_eq!(
+        paimon_rows(s.path(), "db.later", None),
+        read_rows(&t, None).await
+    );
+    let before = t.snapshot_manager().latest_id().await.unwrap();
+    let err = t
+        .write_batches(
+            &[batch(&t, &[json!({"id": 3, "v": "t3"})])],
+            WriteOptions::default(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    assert!(err.to_string().contains("postpone"), "{err}");
+    assert_eq!(t.snapshot_manager().latest_id().await.unwrap(), before);
 }
