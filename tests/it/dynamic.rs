@@ -287,3 +287,31 @@ async fn a_pypaimon_postpone_table_reads_as_paimon_batch_reads_and_refuses_write
     assert!(err.to_string().contains("postpone"), "{err}");
     assert_eq!(t.snapshot_manager().latest_id().await.unwrap(), before);
 }
+
+#[tokio::test]
+async fn a_corrupt_hash_index_fails_the_write_naming_the_file_and_changes_nothing() {
+    let s = Scratch::new();
+    let t = create(&s, "db.bad", &[]).await;
+    write_rows(&t, &rows([1, 2], "d1", "a")).await;
+    let name = index_files(&s, "db.bad").into_iter().next().unwrap();
+    let path = std::path::Path::new(s.path()).join(format!("db.db/bad/index/{name}"));
+    std::fs::write(&path, [0u8, 0, 1]).unwrap();
+    let before = t.snapshot_manager().latest_id().await.unwrap();
+    let err = t
+        .write_batches(
+            &[batch(&t, &rows([3], "d1", "b"))],
+            WriteOptions::default(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Internal, "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("db.db/bad/index/{name}")) && msg.contains("3 bytes"),
+        "{msg}"
+    );
+    assert_eq!(t.snapshot_manager().latest_id().await.unwrap(), before);
+    // Another partition has no index to read: its writes go on.
+    write_rows(&t, &rows([3], "d2", "b")).await;
+}
