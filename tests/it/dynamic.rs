@@ -315,3 +315,35 @@ async fn a_corrupt_hash_index_fails_the_write_naming_the_file_and_changes_nothin
     // Another partition has no index to read: its writes go on.
     write_rows(&t, &rows([3], "d2", "b")).await;
 }
+
+#[tokio::test]
+async fn a_long_writer_drops_idle_partition_indexes_and_reloads_them() {
+    let s = Scratch::new();
+    let t = create(&s, "db.long", &[("dynamic-bucket.target-row-num", "2")]).await;
+    let mut w = t.new_write(WriteOptions::default()).unwrap();
+    let commit = t.new_commit("long");
+    let mut id = 0;
+    for (ids, dt) in [([1, 2, 3], "d1"), ([1, 2, 3], "d2"), ([3, 4, 5], "d1")] {
+        w.write(&batch(&t, &rows(ids, dt, dt))).await.unwrap();
+        id += 1;
+        let m = w.prepare_commit().await.unwrap();
+        commit.commit(m, id, None).await.unwrap();
+    }
+    w.close().await.unwrap();
+    // d1's index was dropped while d2 was written and reloaded from the latest snapshot: key 3
+    // stayed in its bucket (one row), and 4 and 5 filled buckets after it.
+    let want = sorted(
+        [
+            rows([1, 2], "d1", "d1"),
+            rows([3, 4, 5], "d1", "d1"),
+            rows([1, 2, 3], "d2", "d2"),
+        ]
+        .concat()
+        .into_iter()
+        .map(|r| vec![r["id"].clone(), r["dt"].clone(), r["v"].clone()])
+        .collect(),
+    );
+    assert_eq!(read_rows(&t, None).await, want);
+    assert_eq!(buckets_on_disk(&s, "db.long", "dt=d1").len(), 3);
+    assert_eq!(paimon_rows(s.path(), "db.long", None), want);
+}

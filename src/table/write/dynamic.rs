@@ -33,6 +33,8 @@ pub(crate) struct PartitionIndex {
     buckets: BTreeMap<i32, Bucket>,
     /// Buckets below the target: where new hashes go first.
     open: BTreeSet<i32>,
+    /// Whether a key was assigned since the last [`PartitionIndex::take_touched`].
+    touched: bool,
 }
 
 /// A bucket whose hashes grew: everything it holds now, for one new HASH index file.
@@ -83,6 +85,7 @@ impl PartitionIndex {
 
     /// The bucket of a key hash, assigning one to a hash not seen before.
     pub(crate) fn assign(&mut self, hash: i32, options: &DynamicOptions) -> i32 {
+        self.touched = true;
         if let Some(&b) = self.bucket_of.get(&hash) {
             return b;
         }
@@ -140,6 +143,12 @@ impl PartitionIndex {
             .collect()
     }
 
+    /// Whether keys were assigned here since the last call (a writer drops the indexes of
+    /// partitions it stopped writing, as Paimon's assigner does at each commit).
+    pub(crate) fn take_touched(&mut self) -> bool {
+        std::mem::take(&mut self.touched)
+    }
+
     /// Records the file a grown bucket was written to: the base of the next commit.
     pub(crate) fn written(&mut self, bucket: i32, file: String) {
         if let Some(b) = self.buckets.get_mut(&bucket) {
@@ -194,6 +203,10 @@ mod tests {
             p.take_grown().is_empty(),
             "taken buckets count as unchanged"
         );
+        assert!(p.take_touched());
+        assert!(!p.take_touched(), "untouched since the last call");
+        p.assign(10, &o);
+        assert!(p.take_touched(), "a known key touches it too");
     }
 
     #[test]

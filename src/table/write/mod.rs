@@ -139,8 +139,11 @@ pub struct TableWrite {
 #[derive(Debug, Default)]
 struct DynamicIndex {
     options: DynamicOptions,
-    /// The HASH entries of the snapshot the writer started from.
+    /// The HASH entries of the snapshot the writer started from (or last reread).
     entries: Vec<IndexManifestEntry>,
+    /// Whether `entries` may be older than this writer's own commits: true once a partition's
+    /// index was dropped, which is then reloaded from the latest snapshot.
+    stale: bool,
     partitions: HashMap<Vec<u8>, PartitionIndex>,
 }
 
@@ -398,6 +401,20 @@ impl TableWrite {
             return Ok(());
         }
         let mm = self.table().manifest_manager();
+        if d.stale {
+            let latest = self.table().snapshot_manager().latest().await?;
+            let entries = match &latest {
+                Some(s) => mm.index_entries(s).await?,
+                None => vec![],
+            };
+            if let Some(d) = self.dynamic.as_mut() {
+                d.entries = entries;
+                d.stale = false;
+            }
+        }
+        let Some(d) = self.dynamic.as_ref() else {
+            return Ok(());
+        };
         let files: Vec<&IndexManifestEntry> = d
             .entries
             .iter()
@@ -475,6 +492,11 @@ impl TableWrite {
                 messages[slot].index_base = Some(base.clone());
             }
         }
+        // Memory stays bounded over a long stream: indexes of partitions this commit did not
+        // write are dropped (reloaded from the latest snapshot if they come back).
+        let before = d.partitions.len();
+        d.partitions.retain(|_, index| index.take_touched());
+        d.stale |= d.partitions.len() < before;
         Ok(())
     }
 
