@@ -248,11 +248,7 @@ impl IndexManifestEntry {
                 ))
             }
         }
-        let kind = match r.int("_KIND")? {
-            0 => FileKind::Add,
-            1 => FileKind::Delete,
-            k => return Err(format!("unknown _KIND {k}")),
-        };
+        let kind = FileKind::from_avro(r.int("_KIND")?)?;
         let dv_ranges = match r.get("_DELETIONS_VECTORS_RANGES") {
             None => None,
             Some(Value::Array(items)) => Some(

@@ -102,6 +102,17 @@ pub enum FileKind {
     Delete = 1,
 }
 
+impl FileKind {
+    /// The kind a `_KIND` field holds (0 ADD, 1 DELETE), in manifests and index manifests alike.
+    pub(super) fn from_avro(v: i32) -> Result<Self, String> {
+        match v {
+            0 => Ok(FileKind::Add),
+            1 => Ok(FileKind::Delete),
+            k => Err(format!("unknown _KIND {k}")),
+        }
+    }
+}
+
 /// One record of a manifest file (Paimon's `ManifestEntry`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ManifestEntry {
@@ -397,11 +408,7 @@ impl ManifestEntry {
             first_row_id: f.opt_long("_FIRST_ROW_ID")?,
             write_cols: f.opt_strings("_WRITE_COLS")?,
         };
-        let kind = match r.int("_KIND")? {
-            0 => FileKind::Add,
-            1 => FileKind::Delete,
-            k => return Err(format!("unknown _KIND {k}")),
-        };
+        let kind = FileKind::from_avro(r.int("_KIND")?)?;
         Ok(Self {
             kind,
             partition: r.bytes("_PARTITION")?,

@@ -209,6 +209,8 @@ pub(crate) struct Changes {
     pub(crate) changelog: Option<(ListRef, i64)>,
     /// Rows added minus rows deleted by the delta.
     pub(crate) delta_records: i64,
+    /// A new index manifest (dynamic buckets' new HASH files); `None` keeps the previous one.
+    pub(crate) index_manifest: Option<String>,
     pub(crate) commit_user: String,
     pub(crate) identifier: i64,
     pub(crate) now_millis: i64,
@@ -226,6 +228,7 @@ pub(crate) fn next_snapshot(previous: Option<&Snapshot>, changes: Changes) -> Sn
         delta,
         changelog,
         delta_records,
+        index_manifest,
         commit_user,
         identifier,
         now_millis,
@@ -241,7 +244,7 @@ pub(crate) fn next_snapshot(previous: Option<&Snapshot>, changes: Changes) -> Sn
         delta_manifest_list_size: Some(delta.1),
         changelog_manifest_list: changelog.as_ref().map(|(l, _)| l.0.clone()),
         changelog_manifest_list_size: changelog.as_ref().map(|(l, _)| l.1),
-        index_manifest: previous.and_then(|s| s.index_manifest.clone()),
+        index_manifest: index_manifest.or_else(|| previous.and_then(|s| s.index_manifest.clone())),
         commit_user,
         commit_identifier: identifier,
         commit_kind: kind,
@@ -438,6 +441,7 @@ mod tests {
             delta: ("delta".into(), 20),
             changelog: None,
             delta_records,
+            index_manifest: None,
             commit_user: "u".into(),
             identifier: 7,
             now_millis: now,
@@ -468,6 +472,13 @@ mod tests {
             (Some(3), Some(-2))
         );
         assert_eq!(next.index_manifest.as_deref(), Some("index-1"));
+        let mut c = changes(CommitKind::Append, 1, 2000);
+        c.index_manifest = Some("index-2".into());
+        assert_eq!(
+            next_snapshot(Some(&prev), c).index_manifest.as_deref(),
+            Some("index-2"),
+            "a new index manifest replaces the previous one"
+        );
         assert_eq!(next.watermark, Some(42));
         assert_eq!(next.changelog_manifest_list.as_deref(), Some("changelog"));
         assert_eq!(

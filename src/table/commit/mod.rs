@@ -204,7 +204,12 @@ impl TableCommit {
                 Err(e) => {
                     if e.kind() == ErrorKind::Conflict {
                         // Nothing of this commit was published: its files are garbage.
-                        self.remove_unpublished_new(&messages).await;
+                        self.remove_unpublished(
+                            &messages,
+                            |m| [&m.new_files, &m.changelog_files],
+                            true,
+                        )
+                        .await;
                     }
                     return Err(e);
                 }
@@ -236,12 +241,14 @@ impl TableCommit {
                 // work to redo later. Its files were never published.
                 Err(e) if outcome != CommitOutcome::Empty && e.kind() == ErrorKind::Conflict => {
                     tracing::warn!(table = %self.table.identifier(), error = %e, "compaction not committed");
-                    self.remove_unpublished(&messages).await;
+                    self.remove_unpublished(&messages, COMPACTION_OUTPUTS, false)
+                        .await;
                     outcome
                 }
                 Err(e) => {
                     if e.kind() == ErrorKind::Conflict {
-                        self.remove_unpublished(&messages).await;
+                        self.remove_unpublished(&messages, COMPACTION_OUTPUTS, false)
+                            .await;
                     }
                     return Err(e);
                 }
@@ -294,27 +301,18 @@ impl TableCommit {
         Ok(())
     }
 
-    /// Deletes the outputs of a compaction that was not committed.
-    async fn remove_unpublished(&self, messages: &[CommitMessage]) {
-        for m in messages {
-            if let Ok(dir) = self.table.bucket_dir(&m.partition, m.bucket) {
-                for f in m.compact_after.iter().chain(&m.compact_changelog) {
-                    let _ = self
-                        .table
-                        .io()
-                        .delete(&format!("{dir}/{}", f.file_name))
-                        .await;
-                }
-            }
-        }
-    }
-
-    /// Deletes the new data, changelog and index files of a commit that was not published.
-    async fn remove_unpublished_new(&self, messages: &[CommitMessage]) {
+    /// Deletes the files of `messages` that `which` names (outputs of a commit that was not
+    /// published), and with `index` their new index files too.
+    async fn remove_unpublished(
+        &self,
+        messages: &[CommitMessage],
+        which: fn(&CommitMessage) -> [&Vec<DataFileMeta>; 2],
+        index: bool,
+    ) {
         let mm = self.table.manifest_manager();
         for m in messages {
             if let Ok(dir) = self.table.bucket_dir(&m.partition, m.bucket) {
-                for f in m.new_files.iter().chain(&m.changelog_files) {
+                for f in which(m).into_iter().flatten() {
                     let _ = self
                         .table
                         .io()
@@ -322,7 +320,7 @@ impl TableCommit {
                         .await;
                 }
             }
-            for f in &m.index_files {
+            for f in m.index_files.iter().filter(|_| index) {
                 let _ = self.table.io().delete(&mm.index_path(f)).await;
             }
         }
@@ -427,7 +425,7 @@ impl TableCommit {
                 },
                 None => None,
             };
-            let mut snapshot = decide::next_snapshot(
+            let snapshot = decide::next_snapshot(
                 latest.as_ref(),
                 Changes {
                     kind,
@@ -436,15 +434,13 @@ impl TableCommit {
                     delta: lists.delta.clone(),
                     changelog: changelog_list.clone(),
                     delta_records: decide::delta_records(&adds, &deletes),
+                    index_manifest,
                     commit_user: self.commit_user.clone(),
                     identifier,
                     now_millis: table.clock().now_millis(),
                     uuid: uuid::Uuid::new_v4().to_string(),
                 },
             );
-            if index_manifest.is_some() {
-                snapshot.index_manifest = index_manifest;
-            }
             let next_id = snapshot.id;
             let published = match sm.try_publish(&snapshot).await {
                 Ok(true) => Published::Ours,
@@ -594,6 +590,10 @@ impl TableCommit {
             .map(|s| s.id))
     }
 }
+
+/// The files a compaction wrote.
+const COMPACTION_OUTPUTS: fn(&CommitMessage) -> [&Vec<DataFileMeta>; 2] =
+    |m| [&m.compact_after, &m.compact_changelog];
 
 /// What a commit replaces besides adding files: an overwrite's files and the index files its new
 /// ones take the place of.
