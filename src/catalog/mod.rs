@@ -31,22 +31,12 @@ impl TableDefinition {
     /// Parses a column list such as `id BIGINT NOT NULL, name STRING, price DECIMAL(10, 2)`.
     pub fn parse_columns(spec: &str) -> Result<Vec<(String, DataType)>> {
         let mut columns = Vec::new();
-        let mut depth = 0usize;
-        let mut current = String::new();
-        let mut parts = Vec::new();
-        for c in spec.chars() {
-            match c {
-                '(' => depth += 1,
-                ')' => depth = depth.saturating_sub(1),
-                ',' if depth == 0 => {
-                    parts.push(std::mem::take(&mut current));
-                    continue;
-                }
-                _ => {}
+        let parts = crate::spec::types::split_top_level(spec).ok_or_else(|| {
+            InvalidArgumentSnafu {
+                message: format!("unbalanced brackets or quotes in the column list '{spec}'"),
             }
-            current.push(c);
-        }
-        parts.push(current);
+            .build()
+        })?;
         for part in parts {
             let part = part.trim();
             let Some((name, ty)) = part.split_once(char::is_whitespace) else {
@@ -73,7 +63,9 @@ impl TableDefinition {
             return fail("a table needs at least one column".into());
         }
         let mut fields: Vec<DataField> = Vec::new();
-        for (i, (name, ty)) in self.columns.iter().enumerate() {
+        // Ids as Paimon gives them: each column the next one, then the fields nested in its type.
+        let mut highest = -1;
+        for (name, ty) in &self.columns {
             if name.is_empty()
                 || name.starts_with("_KEY_")
                 || name.starts_with("_SEQUENCE_NUMBER")
@@ -85,10 +77,14 @@ impl TableDefinition {
                 return fail(format!("duplicate column '{name}'"));
             }
             let nullable = ty.nullable && !self.primary_keys.contains(name);
+            highest += 1;
+            let id = highest;
+            let mut data_type = ty.clone().with_nullable(nullable);
+            data_type.reassign_nested_ids(&mut highest);
             fields.push(DataField {
-                id: i as i32,
+                id,
                 name: name.clone(),
-                data_type: ty.with_nullable(nullable),
+                data_type,
                 description: self.column_comments.get(name).cloned(),
             });
         }
@@ -188,7 +184,7 @@ impl TableDefinition {
         Ok(TableSchema {
             version: crate::spec::schema::SCHEMA_VERSION,
             id: 0,
-            highest_field_id: fields.len() as i32 - 1,
+            highest_field_id: highest,
             fields,
             partition_keys: self.partition_keys.clone(),
             primary_keys: self.primary_keys.clone(),

@@ -106,6 +106,9 @@ fn reserved(name: &str) -> bool {
 /// tidelake refuses them.
 pub fn is_widening(from: &DataType, to: &DataType) -> bool {
     use TypeRoot::*;
+    if from.is_nested() || to.is_nested() {
+        return false;
+    }
     if matches!(to.root, VarChar(n) if n == crate::spec::types::MAX_LENGTH)
         && !matches!(from.root, Binary(_) | VarBinary(_))
     {
@@ -129,7 +132,7 @@ pub fn is_widening(from: &DataType, to: &DataType) -> bool {
                 scale: s,
             },
         ) => {
-            let digits = match from.root {
+            let digits = match &from.root {
                 TinyInt => 3,
                 SmallInt => 5,
                 Int => 10,
@@ -248,10 +251,13 @@ fn apply_one(s: &mut TableSchema, table: &str, change: &SchemaChange) -> Result<
                 return invalid!("Column {name} cannot specify NOT NULL in the {table} table.");
             }
             s.highest_field_id += 1;
+            let id = s.highest_field_id;
+            let mut data_type = data_type.clone();
+            data_type.reassign_nested_ids(&mut s.highest_field_id);
             let field = DataField {
-                id: s.highest_field_id,
+                id,
                 name: name.clone(),
-                data_type: *data_type,
+                data_type,
                 description: comment.clone(),
             };
             place(
@@ -304,8 +310,13 @@ fn apply_one(s: &mut TableSchema, table: &str, change: &SchemaChange) -> Result<
             if is_primary(s, name) {
                 return invalid!("Cannot update primary key");
             }
-            let old = s.fields[i].data_type;
-            let new = data_type.with_nullable(old.nullable);
+            let old = s.fields[i].data_type.clone();
+            let new = data_type.clone().with_nullable(old.nullable);
+            if old.is_nested() || new.is_nested() {
+                return invalid!(
+                    "Column {name}[{old}]: changing the type of a nested column is not supported yet"
+                );
+            }
             if !is_widening(&old, &new) {
                 return invalid!(
                     "Column type {name}[{old}] cannot be converted to {new} without losing information."
@@ -324,7 +335,7 @@ fn apply_one(s: &mut TableSchema, table: &str, change: &SchemaChange) -> Result<
                     "Cannot update column type from nullable to non nullable for {name}. Existing rows may hold NULL."
                 );
             }
-            s.fields[i].data_type = s.fields[i].data_type.with_nullable(*nullable);
+            s.fields[i].data_type = s.fields[i].data_type.clone().with_nullable(*nullable);
         }
         SchemaChange::UpdateColumnComment { name, comment } => {
             let i = index_of(s, table, name)?;

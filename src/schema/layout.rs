@@ -83,6 +83,29 @@ impl TableLayout {
             .map(|k| index_of(k))
             .collect::<Result<Vec<_>>>()?;
         let rowkind_field_index = opts.rowkind_field().map(index_of).transpose()?;
+        // Paimon's SchemaValidation: keys are compared, hashed and kept in BinaryRows, which a
+        // nested value is not.
+        let primary_key_indices = schema
+            .primary_keys
+            .iter()
+            .map(|k| index_of(k))
+            .collect::<Result<Vec<_>>>()?;
+        for (role, indices) in [
+            ("primary key", &primary_key_indices),
+            ("partition key", &partition_indices),
+            ("bucket key", &bucket_key_indices),
+        ] {
+            if let Some(f) = indices
+                .iter()
+                .map(|&i| &schema.fields[i])
+                .find(|f| f.data_type.is_nested())
+            {
+                return Err(invalid(format!(
+                    "the {role} column '{}' has the nested type {}; keys must be atomic types",
+                    f.name, f.data_type
+                )));
+            }
+        }
         let merge_engine = opts.merge_engine().map_err(invalid)?;
         let changelog_producer = match opts.get(crate::spec::options::CHANGELOG_PRODUCER) {
             Some(v) => ChangelogProducer::parse(v).map_err(invalid)?,
@@ -140,11 +163,11 @@ impl TableLayout {
         Ok(Self {
             partition_types: partition_indices
                 .iter()
-                .map(|&i| schema.fields[i].data_type)
+                .map(|&i| schema.fields[i].data_type.clone())
                 .collect(),
             key_types: key_indices
                 .iter()
-                .map(|&i| schema.fields[i].data_type)
+                .map(|&i| schema.fields[i].data_type.clone())
                 .collect(),
             partition_indices,
             key_indices,

@@ -62,7 +62,7 @@ pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
                 .value(i)
         };
     }
-    Ok(match ty.root {
+    Ok(match &ty.root {
         TypeRoot::Boolean => Datum::Boolean(get!(BooleanArray)),
         TypeRoot::TinyInt => Datum::TinyInt(get!(Int8Array)),
         TypeRoot::SmallInt => Datum::SmallInt(get!(Int16Array)),
@@ -70,7 +70,7 @@ pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
         TypeRoot::BigInt => Datum::BigInt(get!(Int64Array)),
         TypeRoot::Float => Datum::Float(get!(Float32Array)),
         TypeRoot::Double => Datum::Double(get!(Float64Array)),
-        TypeRoot::Decimal { precision, scale } => Datum::Decimal {
+        &TypeRoot::Decimal { precision, scale } => Datum::Decimal {
             unscaled: get!(Decimal128Array),
             precision,
             scale,
@@ -79,7 +79,7 @@ pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
         TypeRoot::Binary(_) | TypeRoot::VarBinary(_) => Datum::Bytes(get!(BinaryArray).to_vec()),
         TypeRoot::Date => Datum::Date(get!(Date32Array)),
         TypeRoot::Time(_) => Datum::Time(get!(Time32MillisecondArray)),
-        TypeRoot::Timestamp(p) | TypeRoot::LocalZonedTimestamp(p) => {
+        &TypeRoot::Timestamp(p) | &TypeRoot::LocalZonedTimestamp(p) => {
             let (millis, nanos) = match array.data_type() {
                 ArrowType::Timestamp(TimeUnit::Second, _) => (
                     array.as_primitive::<TimestampSecondType>().value(i) * 1000,
@@ -103,6 +103,12 @@ pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
                 nanos,
                 precision: p,
             }
+        }
+        TypeRoot::Array(_) | TypeRoot::Multiset(_) | TypeRoot::Map(..) | TypeRoot::Row(_) => {
+            return InvalidArgumentSnafu {
+                message: format!("a value of the nested type {ty} cannot be a key, a partition value or a literal"),
+            }
+            .fail()
         }
     })
 }
@@ -194,7 +200,7 @@ pub fn write_field(
         w.set_null(pos);
         return Ok(());
     }
-    match ty.root {
+    match &ty.root {
         TypeRoot::BigInt => {
             if let Some(a) = array.as_any().downcast_ref::<Int64Array>() {
                 w.write_i64(pos, a.value(i));

@@ -11,7 +11,7 @@ use super::types::DataType;
 pub const SCHEMA_VERSION: i32 = 3;
 
 /// One column of a table. `id` is stable across renames; data files are mapped to columns by it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DataField {
     pub id: i32,
     pub name: String,

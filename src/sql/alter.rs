@@ -332,10 +332,10 @@ impl Restated {
                 new_name: name.clone(),
             });
         }
-        if data_type.root != field.data_type.root {
+        if !data_type.same_shape(&field.data_type) {
             out.push(SchemaChange::UpdateColumnType {
                 name: name.clone(),
-                data_type,
+                data_type: data_type.clone(),
             });
         }
         if data_type.nullable != field.data_type.nullable {

@@ -69,6 +69,54 @@ impl Dialect for TidelakeDialect {
     fn supports_struct_literal(&self) -> bool {
         self.inner.supports_struct_literal()
     }
+    /// `MAP<STRING, INT>` as Paimon, Flink and Spark spell it (the generic `MAP(K, V)` too).
+    fn supports_map_literal_with_angle_brackets(&self) -> bool {
+        true
+    }
+}
+
+/// In DDL, Paimon's and Flink's `ROW<a INT, b STRING>` becomes `STRUCT<..>`, the spelling the
+/// parser knows. Only CREATE and ALTER statements are touched, and only a `ROW` word followed by
+/// `<` (a column named `row` compared with `<` in a query stays as written).
+fn rewrite_row_types(sql: &str) -> Option<String> {
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
+    let dialect = TidelakeDialect::default();
+    let tokens = Tokenizer::new(&dialect, sql).tokenize().ok()?;
+    let mut words = tokens.iter().filter_map(|t| match t {
+        Token::Word(w) => Some(w.keyword),
+        Token::Whitespace(_) => None,
+        _ => Some(Keyword::NoKeyword),
+    });
+    if !matches!(words.next(), Some(Keyword::CREATE | Keyword::ALTER)) {
+        return None;
+    }
+    let mut changed = false;
+    let mut out = String::with_capacity(sql.len());
+    for (i, t) in tokens.iter().enumerate() {
+        let next = tokens[i + 1..]
+            .iter()
+            .find(|t| !matches!(t, Token::Whitespace(_)));
+        match t {
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && w.value.eq_ignore_ascii_case("ROW")
+                    && next == Some(&Token::Lt) =>
+            {
+                changed = true;
+                out.push_str(
+                    &Token::Word(Word {
+                        value: "STRUCT".to_string(),
+                        quote_style: None,
+                        keyword: Keyword::STRUCT,
+                    })
+                    .to_string(),
+                );
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    changed.then_some(out)
 }
 
 /// Parses exactly one statement and rewrites table versions into versioned names.
@@ -77,6 +125,8 @@ pub(crate) fn parse_one(sql: &str) -> Result<DFStatement> {
     super::limits::check_size(sql, "the statement")?;
     let rewritten = super::alter::rewrite_option_statement(sql);
     let sql = rewritten.as_deref().unwrap_or(sql);
+    let rows = rewrite_row_types(sql);
+    let sql = rows.as_deref().unwrap_or(sql);
     let dialect = TidelakeDialect::default();
     let mut statements = DFParserBuilder::new(sql)
         .with_dialect(&dialect)
@@ -224,6 +274,20 @@ fn timestamp_millis(s: &str) -> std::result::Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn row_types_become_structs_in_ddl_only() {
+        let ddl =
+            "CREATE TABLE t (r ROW<a INT, `b` ROW<c STRING>>, m MAP<STRING, INT> COMMENT 'ROW<x>')";
+        let out = rewrite_row_types(ddl).unwrap();
+        assert_eq!(
+            out,
+            "CREATE TABLE t (r STRUCT<a INT, `b` STRUCT<c STRING>>, m MAP<STRING, INT> COMMENT 'ROW<x>')"
+        );
+        assert!(parse_one(ddl).is_ok());
+        assert_eq!(rewrite_row_types("SELECT * FROM t WHERE row < 5"), None);
+        assert_eq!(rewrite_row_types("CREATE TABLE t (a INT)"), None);
+    }
 
     #[test]
     fn versions_become_names() {

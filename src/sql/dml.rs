@@ -76,7 +76,7 @@ pub(super) fn table_definition(ct: &CreateTable) -> Result<(TableDefinition, boo
     // Primary-key columns are NOT NULL, as in Paimon.
     for (name, ty) in def.columns.iter_mut() {
         if def.primary_keys.contains(name) {
-            *ty = (*ty).with_nullable(false);
+            *ty = ty.clone().with_nullable(false);
         }
     }
     if let HiveDistributionStyle::PARTITIONED { columns } = &ct.hive_distribution {
@@ -102,24 +102,63 @@ pub(super) fn table_definition(ct: &CreateTable) -> Result<(TableDefinition, boo
     Ok((def, ct.if_not_exists))
 }
 
-/// A column's Paimon type from its SQL type.
+/// A column's Paimon type from its SQL type: ARRAY<T> (and T[]), MAP<K, V>, STRUCT<..> and
+/// ROW<..> are nested types; every other type is read by its name.
 pub(super) fn column_type(
     name: &str,
     sql: &datafusion::sql::sqlparser::ast::DataType,
     not_null: bool,
 ) -> Result<crate::spec::DataType> {
-    let ty = paimon_type_name(&sql.to_string());
-    let text = if not_null {
-        format!("{ty} NOT NULL")
-    } else {
-        ty
-    };
-    text.parse().map_err(|e| {
+    sql_type(name, sql, 0).map(|t| t.with_nullable(!not_null))
+}
+
+fn sql_type(
+    name: &str,
+    sql: &datafusion::sql::sqlparser::ast::DataType,
+    depth: usize,
+) -> Result<crate::spec::DataType> {
+    use crate::spec::{DataField, DataType, TypeRoot};
+    use datafusion::sql::sqlparser::ast::{ArrayElemTypeDef as E, DataType as S};
+    let bad = |e: String| {
         crate::error::InvalidArgumentSnafu {
             message: format!("column '{name}': {e}"),
         }
         .build()
-    })
+    };
+    if depth > 32 {
+        return Err(bad(format!("type '{sql}' nests deeper than 32 levels")));
+    }
+    let inner = |t: &S| sql_type(name, t, depth + 1).map(Box::new);
+    let root = match sql {
+        S::Array(E::AngleBracket(t) | E::SquareBracket(t, _) | E::Parenthesis(t)) => {
+            TypeRoot::Array(inner(t)?)
+        }
+        S::Map(k, v) => TypeRoot::Map(inner(k)?, inner(v)?),
+        S::Struct(fields, _) => TypeRoot::Row(
+            fields
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let field = f
+                        .field_name
+                        .as_ref()
+                        .ok_or_else(|| bad(format!("every field of '{sql}' needs a name")))?;
+                    Ok(DataField {
+                        id: i as i32,
+                        name: field.value.clone(),
+                        data_type: *inner(&f.field_type)?,
+                        description: None,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        other => {
+            return paimon_type_name(&other.to_string())
+                .parse()
+                .map_err(|e: crate::spec::types::TypeParseError| bad(e.0))
+        }
+    };
+    DataType::checked(root, true).map_err(|e| bad(e.0))
 }
 
 /// `'key' = 'value'` options (WITH, TBLPROPERTIES) as strings.

@@ -86,7 +86,7 @@ pub(super) async fn metadata_statement(
                     Arc::new(StringArray::from_iter_values(f.iter().map(|c| &c.name))),
                     Arc::new(StringArray::from_iter_values(
                         f.iter()
-                            .map(|c| c.data_type.with_nullable(true).to_string()),
+                            .map(|c| c.data_type.clone().with_nullable(true).to_string()),
                     )),
                     Arc::new(StringArray::from_iter_values(f.iter().map(|c| {
                         if c.data_type.nullable {

@@ -317,7 +317,7 @@ fn page_range(
 ) -> Option<(crate::spec::Datum, crate::spec::Datum)> {
     use crate::spec::{Datum, TypeRoot};
     use parquet::file::page_index::column_index::ColumnIndexMetaData as I;
-    match (index, ty.root) {
+    match (index, &ty.root) {
         (I::INT32(ix), TypeRoot::Int) => Some((
             Datum::Int(*ix.min_value(page)?),
             Datum::Int(*ix.max_value(page)?),
@@ -345,7 +345,7 @@ fn stats_range(
 ) -> Option<(crate::spec::Datum, crate::spec::Datum)> {
     use crate::spec::{Datum, TypeRoot};
     use parquet::file::statistics::Statistics as S;
-    match (s, ty.root) {
+    match (s, &ty.root) {
         (S::Int32(v), TypeRoot::Int) => {
             Some((Datum::Int(*v.min_opt()?), Datum::Int(*v.max_opt()?)))
         }

@@ -153,7 +153,7 @@ impl TableRead {
         let filter = match (&plan.key_range, layout.key_indices.first()) {
             (Some(range), Some(&k)) => Some(Arc::new(data_file::RowGroupFilter {
                 column: format!("_KEY_{}", layout.schema.fields[k].name),
-                ty: layout.key_types[0],
+                ty: layout.key_types[0].clone(),
                 range: range.clone(),
             })),
             _ => None,

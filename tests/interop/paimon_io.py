@@ -5,7 +5,8 @@ Commands (all print one JSON document on stdout):
   read WH TABLE [--snapshot N]          rows of a snapshot: {"columns": [...], "rows": [[...], ...]}
   snapshots WH TABLE                     snapshot ids
   create WH TABLE SPEC_JSON              SPEC = {"columns": [[name, type, nullable]], "primary_keys": [],
-                                                 "partition_keys": [], "options": {}}
+                                                 "partition_keys": [], "options": {}}; a type is a
+                                         name of TYPES or list<T>, map<K,V>, struct<a:T,b:U>
   write WH TABLE ROWS_JSON               one batch write + commit of rows (list of dicts)
   buckets WH TABLE                       {"<key json>": bucket} from the _KEY_ columns of every data file
   check-avro FILE...                     decodes Avro files with fastavro; prints record counts
@@ -21,6 +22,33 @@ TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "float
          "decimal_10_2": pa.decimal128(10, 2), "binary": pa.binary(), "date32": pa.date32(),
          "timestamp_ms": pa.timestamp("ms"), "timestamp_us": pa.timestamp("us"),
          "timestamp_ms_utc": pa.timestamp("ms", tz="UTC")}
+
+
+def split_top(s):
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(s):
+        depth += c == "<"
+        depth -= c == ">"
+        if c == "," and depth == 0:
+            parts.append(s[start:i].strip())
+            start = i + 1
+    return parts + [s[start:].strip()]
+
+
+def pa_type(spec):
+    """A pyarrow type from TYPES' names and list<T>, map<K,V>, struct<a:T,b:U>."""
+    spec = spec.strip()
+    if spec in TYPES:
+        return TYPES[spec]
+    head, _, inner = spec.partition("<")
+    args = split_top(inner[:-1])
+    if head == "list":
+        return pa.list_(pa_type(args[0]))
+    if head == "map":
+        return pa.map_(pa_type(args[0]), pa_type(args[1]))
+    if head == "struct":
+        return pa.struct([pa.field(a.split(":", 1)[0], pa_type(a.split(":", 1)[1])) for a in args])
+    raise SystemExit(f"unknown type {spec}")
 
 
 def comparable(t):
@@ -52,7 +80,9 @@ def read(wh, name, snapshot=None):
     if t is None:
         return {"columns": cols, "rows": []}
     t = comparable(t)
-    return {"columns": t.column_names, "rows": [list(r.values()) for r in t.to_pylist()]}
+    # Maps as objects, as Arrow's JSON writer prints them on tidelake's side.
+    return {"columns": t.column_names,
+            "rows": [list(r.values()) for r in t.to_pylist(maps_as_pydicts="strict")]}
 
 
 def main():
@@ -76,7 +106,7 @@ def main():
         spec = json.loads(sys.argv[4])
         cat = catalog(wh)
         cat.create_database(name.split(".")[0], True)
-        schema = pa.schema([pa.field(n, TYPES[t], nullable=nl) for n, t, nl in spec["columns"]])
+        schema = pa.schema([pa.field(n, pa_type(t), nullable=nl) for n, t, nl in spec["columns"]])
         cat.create_table(name, Schema.from_pyarrow_schema(schema, partition_keys=spec.get("partition_keys", []),
                          primary_keys=spec.get("primary_keys", []), options=spec.get("options", {})), False)
         print(json.dumps("ok"))
@@ -95,6 +125,9 @@ def main():
                 data[f.name] = pa.array(vals, pa.int32()).cast(f.type)
             elif pa.types.is_binary(f.type):
                 data[f.name] = pa.array([None if v is None else bytes.fromhex(v) for v in vals], f.type)
+            elif pa.types.is_map(f.type):
+                # JSON objects are maps; pyarrow takes them as lists of pairs.
+                data[f.name] = pa.array([None if v is None else list(v.items()) for v in vals], f.type)
             elif pa.types.is_decimal(f.type):
                 import decimal
                 data[f.name] = pa.array([None if v is None else decimal.Decimal(v) for v in vals], f.type)

@@ -19,6 +19,7 @@ mod flight;
 mod interop;
 mod lifecycle;
 mod model;
+mod nested;
 mod parsers;
 mod s3;
 mod sql;

@@ -93,7 +93,7 @@ fn numeric(ty: &DataType) -> bool {
 impl AggSpec {
     /// The type checks Paimon's aggregator factories make.
     pub fn validate(&self, field: &str, ty: &DataType) -> Result<(), String> {
-        let t = ty.with_nullable(true);
+        let t = ty.clone().with_nullable(true);
         match self.function {
             AggFunction::Sum if !numeric(ty) => {
                 Err(format!("Data type for sum column must be 'NumericType' but was '{t}'."))

@@ -49,7 +49,7 @@ impl MergeConfig {
         let opts = CoreOptions::new(&schema.options);
         let engine = opts.merge_engine()?;
         let names: Vec<String> = schema.fields.iter().map(|f| f.name.clone()).collect();
-        let types: Vec<DataType> = schema.fields.iter().map(|f| f.data_type).collect();
+        let types: Vec<DataType> = schema.fields.iter().map(|f| f.data_type.clone()).collect();
         let position = |name: &str| names.iter().position(|n| n == name);
         let pk: Vec<usize> = schema
             .primary_keys
@@ -93,6 +93,26 @@ impl MergeConfig {
         };
         if engine == MergeEngine::FirstRow && !sequence_fields.is_empty() {
             return fail("Do not support use sequence field on FIRST_ROW merge engine.");
+        }
+        if let Some(&p) = sequence_fields.iter().find(|&&p| types[p].is_nested()) {
+            return fail(format!(
+                "Sequence field '{}' has the nested type {}; a sequence field is a number or a timestamp.",
+                names[p], types[p]
+            ));
+        }
+        if matches!(
+            engine,
+            MergeEngine::PartialUpdate | MergeEngine::Aggregation
+        ) {
+            if let Some(p) = (0..types.len()).find(|&p| types[p].is_nested()) {
+                return fail(format!(
+                    "the {} merge engine does not take nested columns yet in tidelake ('{}' is {}); \
+                     deduplicate and first-row do",
+                    engine.name(),
+                    names[p],
+                    types[p]
+                ));
+            }
         }
 
         // Every `fields.<name>.<option>` must name a column.

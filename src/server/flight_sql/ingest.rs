@@ -208,7 +208,7 @@ pub(super) fn same_definition(schema: &crate::spec::TableSchema, def: &TableDefi
             .fields
             .iter()
             .zip(&def.columns)
-            .all(|(a, (n, t))| &a.name == n && a.data_type.root == t.root);
+            .all(|(a, (n, t))| &a.name == n && a.data_type.same_shape(t));
     let keys = (def.primary_keys.is_empty() || def.primary_keys == schema.primary_keys)
         && (def.partition_keys.is_empty() || def.partition_keys == schema.partition_keys);
     let options = def

@@ -135,12 +135,34 @@ pub(super) fn conform_column(
     col: &ArrayRef,
     target: &ArrowType,
 ) -> std::result::Result<ArrayRef, String> {
-    use ArrowType::*;
     let from = col.data_type();
     if from == target {
         return Ok(Arc::clone(col));
     }
-    let safe = match (from, target) {
+    if !lossless(from, target) {
+        return Err(format!("has type {from}, the table expects {target}"));
+    }
+    if let Some(why) = forbidden_nulls(col.as_ref(), target) {
+        return Err(why);
+    }
+    let options = arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    arrow::compute::cast_with_options(col, target, &options)
+        .map_err(|e| format!("cannot convert {from} to {target}: {e}"))
+}
+
+/// Whether every value of Arrow type `from` converts to `target` without loss. Nested types
+/// convert element by element; the names of a list's item and a map's entries may differ (Arrow
+/// writers call them `item` and `entries`, Paimon `element` and `key_value`), a struct's fields
+/// must be the table's, in its order.
+fn lossless(from: &ArrowType, target: &ArrowType) -> bool {
+    use ArrowType::*;
+    if from == target {
+        return true;
+    }
+    match (from, target) {
         (Null, _) => true,
         (Int8, Int16 | Int32 | Int64) | (Int16, Int32 | Int64) | (Int32, Int64) => true,
         (UInt8, Int16 | Int32 | Int64) | (UInt16, Int32 | Int64) | (UInt32, Int64) => true,
@@ -152,17 +174,73 @@ pub(super) fn conform_column(
             s <= ts && (*p as i16 - *s as i16) <= (*tp as i16 - *ts as i16)
         }
         (Int8 | Int16 | Int32 | Int64, Decimal128(_, _)) => true,
+        (List(a) | LargeList(a), List(b)) => lossless(a.data_type(), b.data_type()),
+        (Map(a, _), Map(b, _)) => match (a.data_type(), b.data_type()) {
+            (Struct(x), Struct(y)) if x.len() == 2 && y.len() == 2 => {
+                lossless(x[0].data_type(), y[0].data_type())
+                    && lossless(x[1].data_type(), y[1].data_type())
+            }
+            _ => false,
+        },
+        (Struct(x), Struct(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y.iter())
+                    .all(|(a, b)| a.name() == b.name() && lossless(a.data_type(), b.data_type()))
+        }
         _ => false,
-    };
-    if !safe {
-        return Err(format!("has type {from}, the table expects {target}"));
     }
-    let options = arrow::compute::CastOptions {
-        safe: false,
-        ..Default::default()
+}
+
+/// Why `col` cannot take the nested `target` type: a null where the target's item, key or field
+/// is NOT NULL (checked before casting, which would refuse it less clearly).
+fn forbidden_nulls(col: &dyn Array, target: &ArrowType) -> Option<String> {
+    use ArrowType::*;
+    let check = |child: &dyn Array, field: &arrow::datatypes::Field, what: &str| {
+        if !field.is_nullable() && child.null_count() > 0 {
+            return Some(format!(
+                "a {what} is NULL where the table's type is NOT NULL"
+            ));
+        }
+        forbidden_nulls(child, field.data_type())
     };
-    arrow::compute::cast_with_options(col, target, &options)
-        .map_err(|e| format!("cannot convert {from} to {target}: {e}"))
+    match (target, col.data_type()) {
+        (List(item), List(_)) => check(col.as_list::<i32>().values().as_ref(), item, "list item"),
+        (List(item), LargeList(_)) => {
+            check(col.as_list::<i64>().values().as_ref(), item, "list item")
+        }
+        (Map(entries, _), Map(..)) => {
+            let Struct(kv) = entries.data_type() else {
+                return None;
+            };
+            let map = col.as_map();
+            check(map.keys().as_ref(), &kv[0], "map key")
+                .or_else(|| check(map.values().as_ref(), &kv[1], "map value"))
+        }
+        (Struct(fields), Struct(_)) => {
+            let s = col.as_struct();
+            fields.iter().zip(s.columns()).find_map(|(f, child)| {
+                // A field's nulls under a NULL struct are not values.
+                let masked = match (s.nulls(), child.nulls()) {
+                    (Some(parent), Some(own)) => own
+                        .inner()
+                        .iter()
+                        .zip(parent.inner().iter())
+                        .any(|(v, p)| p && !v),
+                    (None, Some(own)) => own.null_count() > 0,
+                    _ => false,
+                };
+                if !f.is_nullable() && masked {
+                    return Some(format!(
+                        "struct field '{}' is NULL where the table's type is NOT NULL",
+                        f.name()
+                    ));
+                }
+                forbidden_nulls(child.as_ref(), f.data_type())
+            })
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ pub(super) fn key_hashes(layout: &TableLayout, values: &RecordBatch) -> Result<V
     let types: Vec<_> = layout
         .bucket_key_indices
         .iter()
-        .map(|&i| layout.schema.fields[i].data_type)
+        .map(|&i| layout.schema.fields[i].data_type.clone())
         .collect();
     let mut w = BinaryRowWriter::default();
     (0..values.num_rows())
