@@ -324,7 +324,11 @@ impl Catalog {
         let schema = def.to_schema(now)?;
         // Everything the schema implies (keys, buckets, merge-engine options) must be valid before
         // the table exists.
-        crate::schema::layout::TableLayout::new(std::sync::Arc::new(schema.clone()))?;
+        let layout = crate::schema::layout::TableLayout::new(std::sync::Arc::new(schema.clone()))?;
+        // A table tidelake could not write is not created by it (pypaimon's and Paimon's are read).
+        if crate::spec::CoreOptions::new(&schema.options).flag(crate::spec::options::ROW_TRACKING) {
+            layout.check_writable(&id.to_string())?;
+        }
         self.create_database(&id.database, true).await?;
         let sm = SchemaManager::new(self.io.clone(), Self::table_path(id));
         if !sm.list_ids().await?.is_empty() || !sm.create(&schema).await? {

@@ -83,6 +83,20 @@ impl TableLayout {
             .map(|k| index_of(k))
             .collect::<Result<Vec<_>>>()?;
         let rowkind_field_index = opts.rowkind_field().map(index_of).transpose()?;
+        // Paimon's SchemaValidation.validateRowTracking.
+        if opts.flag(crate::spec::options::ROW_TRACKING) {
+            if pk {
+                return Err(invalid(
+                    "Cannot define primary-key for row tracking table.".to_string(),
+                ));
+            }
+            if bucket_mode != BucketMode::Unaware {
+                return Err(invalid(
+                    "Cannot define bucket for row tracking table, it only support bucket = -1"
+                        .to_string(),
+                ));
+            }
+        }
         // Paimon's SchemaValidation: keys are compared, hashed and kept in BinaryRows, which a
         // nested value is not.
         let primary_key_indices = schema
@@ -240,6 +254,11 @@ impl TableLayout {
         };
         if self.bucket_mode == BucketMode::Postpone {
             return unsupported("postpone bucket mode (bucket = -2)");
+        }
+        if CoreOptions::new(&self.schema.options).flag(crate::spec::options::ROW_TRACKING) {
+            return unsupported(
+                "row tracking (row-tracking.enabled: row ids are assigned at commit; tidelake reads these tables)",
+            );
         }
         if self.bucket_mode == BucketMode::Dynamic
             && self

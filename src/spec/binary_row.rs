@@ -588,7 +588,7 @@ mod tests {
     fn rejects_truncated_rows() {
         let bytes = serialize(&[Datum::String("a longer string".into())]);
         let ty: DataType = "STRING".parse().unwrap();
-        assert!(deserialize(&bytes[..bytes.len() - 8], &[ty.clone()]).is_err());
+        assert!(deserialize(&bytes[..bytes.len() - 8], std::slice::from_ref(&ty)).is_err());
         assert!(deserialize(&bytes[..6], &[ty]).is_err());
     }
 }

@@ -123,6 +123,12 @@ impl<'a> CoreOptions<'a> {
         self.map.get(key).map(String::as_str)
     }
 
+    /// A boolean option that is on when it says `true` (any case).
+    pub fn flag(&self, key: &str) -> bool {
+        self.get(key)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    }
+
     /// The raw `bucket` option (default -1).
     pub fn bucket(&self) -> Result<i32, String> {
         match self.get(BUCKET) {
@@ -193,16 +199,15 @@ impl<'a> CoreOptions<'a> {
 
 /// Options that change what a table's files mean, and that tidelake does not implement yet:
 /// (key, the value that switches it on, what it is). A table carrying one is refused.
+/// `row-tracking.enabled`: append tables whose rows carry `_ROW_ID`s assigned at commit. tidelake
+/// reads them; writing is refused ([`crate::schema::layout::TableLayout::check_writable`]).
+pub const ROW_TRACKING: &str = "row-tracking.enabled";
+
 pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[
     (
         "deletion-vectors.enabled",
         "true",
         "deletion vectors (rows deleted through index files)",
-    ),
-    (
-        "row-tracking.enabled",
-        "true",
-        "row tracking (_ROW_ID and _FIRST_ROW_ID)",
     ),
     (
         "data-evolution.enabled",

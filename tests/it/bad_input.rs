@@ -420,11 +420,7 @@ async fn unimplemented_table_modes_are_refused_not_ignored() {
     let engine = tidelake::sql::SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
     let session = tidelake::sql::SqlSession::default();
     s.catalog.create_database("default", true).await.unwrap();
-    for key in [
-        "deletion-vectors.enabled",
-        "row-tracking.enabled",
-        "data-evolution.enabled",
-    ] {
+    for key in ["deletion-vectors.enabled", "data-evolution.enabled"] {
         let sql = format!(
             "CREATE TABLE dv (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1', '{key}' = 'true')"
         );

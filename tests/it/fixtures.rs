@@ -185,14 +185,24 @@ fn every_fixture_manifest_round_trips_through_our_codec() {
 }
 
 /// The golden tables of issue 17's modes and types (`make_mode_fixtures.py`: nested types,
-/// dynamic buckets, postpone buckets), read at every snapshot by tidelake and by pypaimon alike.
+/// dynamic buckets, postpone buckets, row tracking), read at every snapshot by tidelake and by
+/// pypaimon alike.
 #[tokio::test]
 async fn every_mode_fixture_snapshot_reads_as_pypaimon_reads_it() {
     let wh = fixtures_dir().join("modes");
     let catalog = Catalog::open(wh.to_str().unwrap()).unwrap();
     let mut tables = catalog.list_tables("mx").await.unwrap();
     tables.sort();
-    assert_eq!(tables, ["dynamic", "nested", "nested_append", "postpone"]);
+    assert_eq!(
+        tables,
+        [
+            "dynamic",
+            "nested",
+            "nested_append",
+            "postpone",
+            "row_tracking"
+        ]
+    );
     let mut rows_seen = 0;
     for name in &tables {
         let table = catalog
@@ -210,6 +220,66 @@ async fn every_mode_fixture_snapshot_reads_as_pypaimon_reads_it() {
             rows_seen += ours.len();
         }
     }
-    // nested 4 + 5, nested_append 3, dynamic 6 + 8, postpone 0 (until compaction).
-    assert_eq!(rows_seen, 26);
+    // nested 4 + 5, nested_append 3, dynamic 6 + 8, postpone 0 (until compaction),
+    // row_tracking 2 + 3.
+    assert_eq!(rows_seen, 31);
+}
+
+/// A row-tracking table pypaimon wrote reads (above); tidelake neither creates one nor writes or
+/// compacts one yet (row ids are assigned at commit), and a refusal changes nothing.
+#[tokio::test]
+async fn row_tracking_tables_are_read_and_their_writes_refused_changing_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::common::copy_dir(&fixtures_dir().join("modes"), dir.path());
+    let catalog = Catalog::open(dir.path().to_str().unwrap()).unwrap();
+    let id = Identifier::new("mx", "row_tracking");
+    let table = catalog.load_table(&id).await.unwrap();
+    let before = table.snapshot_manager().list_ids().await.unwrap();
+    let rows = read_rows(&table, None).await;
+    let e = table
+        .write_batches(
+            &[crate::common::batch(
+                &table,
+                &[serde_json::json!({"id": 4, "v": "d"})],
+            )],
+            tidelake::table::WriteOptions::default(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("row tracking"), "{e}");
+    let e = table.compact(true, vec![]).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert_eq!(table.snapshot_manager().list_ids().await.unwrap(), before);
+    assert_eq!(read_rows(&table, None).await, rows);
+
+    let def = |pk: Vec<String>| tidelake::TableDefinition {
+        columns: tidelake::TableDefinition::parse_columns("id BIGINT NOT NULL, v STRING").unwrap(),
+        primary_keys: pk,
+        options: [("row-tracking.enabled".to_string(), "true".to_string())].into(),
+        ..Default::default()
+    };
+    let e = catalog
+        .create_table(
+            &Identifier::new("mx", "rt_pk"),
+            &def(vec!["id".into()]),
+            false,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Cannot define primary-key for row tracking table"),
+        "{e}"
+    );
+    let e = catalog
+        .create_table(&Identifier::new("mx", "rt_new"), &def(vec![]), false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(catalog
+        .load_table(&Identifier::new("mx", "rt_new"))
+        .await
+        .is_err());
 }

@@ -1,11 +1,14 @@
 //! Property test: random upserts, deletes, buffer spills, writer restarts and commits on a
 //! primary-key table (fixed buckets, or dynamic buckets of two keys each), each read (latest and
-//! every earlier snapshot) compared with a BTreeMap model.
+//! every earlier snapshot) compared with a BTreeMap model. A nested column (ARRAY<BIGINT>, given
+//! with Arrow's own item name) rides along through spills, merges and compactions.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{
+    ArrayRef, Int32Array, Int64Array, Int64Builder, ListBuilder, RecordBatch, StringArray,
+};
 use arrow::datatypes::{DataType, Field, Schema};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -33,12 +36,29 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The nested value of `v`: NULL, or up to three numbers from it.
+fn tags_of(v: i64) -> Option<Vec<i64>> {
+    (v % 5 != 0).then(|| (0..v.rem_euclid(4)).map(|i| v.wrapping_add(i)).collect())
+}
+
 fn input_batch(rows: &[(i32, i32, i64, bool)]) -> RecordBatch {
+    let mut tags = ListBuilder::new(Int64Builder::new());
+    for r in rows {
+        match tags_of(r.2) {
+            Some(t) => {
+                tags.values().append_slice(&t);
+                tags.append(true);
+            }
+            None => tags.append(false),
+        }
+    }
+    let tags: ArrayRef = Arc::new(tags.finish());
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int32, false),
         Field::new("part", DataType::Int32, false),
         Field::new("v", DataType::Int64, true),
         Field::new("note", DataType::Utf8, true),
+        Field::new("tags", tags.data_type().clone(), true),
         Field::new("op", DataType::Utf8, false),
     ]));
     RecordBatch::try_new(
@@ -50,6 +70,7 @@ fn input_batch(rows: &[(i32, i32, i64, bool)]) -> RecordBatch {
             Arc::new(StringArray::from_iter(rows.iter().map(|r| {
                 (r.2 % 3 != 0).then(|| format!("note for {} is long enough", r.2))
             }))),
+            tags,
             Arc::new(StringArray::from_iter_values(rows.iter().map(|r| {
                 if r.3 {
                     "-D"
@@ -73,7 +94,14 @@ fn model_rows(m: &Model) -> Vec<Vec<Value>> {
                 } else {
                     Value::Null
                 };
-                vec![Value::from(*id), Value::from(*part), Value::from(*v), note]
+                let tags = tags_of(*v).map_or(Value::Null, Value::from);
+                vec![
+                    Value::from(*id),
+                    Value::from(*part),
+                    Value::from(*v),
+                    note,
+                    tags,
+                ]
             })
             .collect(),
     )
@@ -84,7 +112,7 @@ async fn run(ops: Vec<Op>, spill_rows: usize, buckets: i32) -> Result<(), TestCa
     let id = Identifier::new("db", "t");
     let def = TableDefinition {
         columns: TableDefinition::parse_columns(
-            "id INT NOT NULL, part INT NOT NULL, v BIGINT, note STRING",
+            "id INT NOT NULL, part INT NOT NULL, v BIGINT, note STRING, tags ARRAY<BIGINT>",
         )
         .unwrap(),
         primary_keys: vec!["id".into(), "part".into()],

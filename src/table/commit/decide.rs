@@ -257,7 +257,9 @@ pub(crate) fn next_snapshot(previous: Option<&Snapshot>, changes: Changes) -> Sn
         watermark: previous.and_then(|s| s.watermark),
         statistics: None,
         properties: None,
-        next_row_id: None,
+        // Carried forward: row-tracking tables (written by Paimon and pypaimon) number new rows
+        // from it, and Java writes it into every snapshot.
+        next_row_id: previous.and_then(|s| s.next_row_id),
         uuid: Some(uuid),
         writer_version: Some(format!("tidelake-{}", env!("CARGO_PKG_VERSION"))),
     }
