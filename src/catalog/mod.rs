@@ -326,7 +326,10 @@ impl Catalog {
         // the table exists.
         let layout = crate::schema::layout::TableLayout::new(std::sync::Arc::new(schema.clone()))?;
         // A table tidelake could not write is not created by it (pypaimon's and Paimon's are read).
-        if crate::spec::CoreOptions::new(&schema.options).flag(crate::spec::options::ROW_TRACKING) {
+        let options = crate::spec::CoreOptions::new(&schema.options);
+        if options.flag(crate::spec::options::ROW_TRACKING)
+            || options.flag(crate::spec::options::DELETION_VECTORS)
+        {
             layout.check_writable(&id.to_string())?;
         }
         self.create_database(&id.database, true).await?;

@@ -194,6 +194,53 @@ impl ManifestManager {
     }
 
     /// The key hashes of a HASH index file.
+    /// The deletion vectors of one partition's bucket at `snapshot`, by data file name (Paimon
+    /// keeps one `DELETION_VECTORS` file per bucket; an index file that is missing or unreadable
+    /// fails the read naming it: reading on without it would return deleted rows).
+    pub async fn deletion_vectors(
+        &self,
+        snapshot: &Snapshot,
+        partition: &[u8],
+        bucket: i32,
+    ) -> Result<std::collections::HashMap<String, crate::spec::deletion_vector::DeletionVector>>
+    {
+        use crate::spec::index_manifest::DELETION_VECTORS_INDEX;
+        let mut out = std::collections::HashMap::new();
+        for entry in self.index_entries(snapshot).await? {
+            if entry.partition != partition
+                || entry.bucket != bucket
+                || entry.file.index_type != DELETION_VECTORS_INDEX
+            {
+                continue;
+            }
+            let path = self.index_path(&entry.file);
+            let bytes = match self.io.read_immutable(&path).await {
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    return NotFoundSnafu {
+                        message: format!(
+                            "deletion-vector file {path} of snapshot {} is missing",
+                            snapshot.id
+                        ),
+                    }
+                    .fail()
+                }
+                Err(e) => return Err(e),
+            };
+            for meta in entry.file.dv_ranges.iter().flatten() {
+                let dv = crate::spec::deletion_vector::read(&bytes, meta).map_err(|message| {
+                    CorruptSnafu {
+                        path: path.clone(),
+                        message,
+                    }
+                    .build()
+                })?;
+                out.insert(meta.data_file.clone(), dv);
+            }
+        }
+        Ok(out)
+    }
+
     pub async fn read_hash_index(&self, file: &IndexFileMeta) -> Result<Vec<i32>> {
         let path = self.index_path(file);
         // Index file names are unique: cached like manifests.

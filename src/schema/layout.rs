@@ -125,6 +125,24 @@ impl TableLayout {
             Some(v) => ChangelogProducer::parse(v).map_err(invalid)?,
             None => ChangelogProducer::None,
         };
+        // Paimon's SchemaValidation.validateForDeletionVectors.
+        if opts.flag(crate::spec::options::DELETION_VECTORS) {
+            if !matches!(
+                changelog_producer,
+                ChangelogProducer::None | ChangelogProducer::Input | ChangelogProducer::Lookup
+            ) {
+                return Err(invalid(
+                    "Deletion vectors mode is only supported for NONE/INPUT/LOOKUP changelog producer now."
+                        .to_string(),
+                ));
+            }
+            if merge_engine == MergeEngine::FirstRow {
+                return Err(invalid(
+                    "First row merge engine does not need deletion vectors because there is no deletion of old data in this merge engine."
+                        .to_string(),
+                ));
+            }
+        }
         // Paimon's SchemaValidation rules.
         if !pk && changelog_producer != ChangelogProducer::None {
             return Err(invalid(
@@ -254,6 +272,11 @@ impl TableLayout {
         };
         if self.bucket_mode == BucketMode::Postpone {
             return unsupported("postpone bucket mode (bucket = -2)");
+        }
+        if CoreOptions::new(&self.schema.options).flag(crate::spec::options::DELETION_VECTORS) {
+            return unsupported(
+                "deletion vectors (deletion-vectors.enabled: compaction would have to write them; tidelake reads these tables)",
+            );
         }
         if CoreOptions::new(&self.schema.options).flag(crate::spec::options::ROW_TRACKING) {
             return unsupported(

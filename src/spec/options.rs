@@ -202,19 +202,17 @@ impl<'a> CoreOptions<'a> {
 /// `row-tracking.enabled`: append tables whose rows carry `_ROW_ID`s assigned at commit. tidelake
 /// reads them; writing is refused ([`crate::schema::layout::TableLayout::check_writable`]).
 pub const ROW_TRACKING: &str = "row-tracking.enabled";
+/// `deletion-vectors.enabled`: rows of files above level 0 deleted through index files. tidelake
+/// reads these tables; writing is refused until compaction writes deletion vectors.
+pub const DELETION_VECTORS: &str = "deletion-vectors.enabled";
+/// `deletion-vectors.merge-on-read`: batch reads merge level 0 too (not supported yet).
+pub const DV_MERGE_ON_READ: &str = "deletion-vectors.merge-on-read";
 
-pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[
-    (
-        "deletion-vectors.enabled",
-        "true",
-        "deletion vectors (rows deleted through index files)",
-    ),
-    (
-        "data-evolution.enabled",
-        "true",
-        "data evolution (columns written in separate files)",
-    ),
-];
+pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[(
+    "data-evolution.enabled",
+    "true",
+    "data evolution (columns written in separate files)",
+)];
 
 /// Every option tidelake reads, typed, with Paimon's defaults. Parsed by [`TableOptions::parse`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -142,7 +142,7 @@ async fn resolve(catalog: &Catalog, database: &str, name: &str) -> Result<Arc<dy
         .await?;
     // Time travel reads with the schema of the snapshot it names.
     let table = match parsed.system.as_deref() {
-        None | Some("audit_log") => table.as_of(&parsed.selector).await?,
+        None | Some("audit_log") | Some("row_tracking") => table.as_of(&parsed.selector).await?,
         Some(_) => table,
     };
     match parsed.system.as_deref() {
@@ -155,6 +155,10 @@ async fn resolve(catalog: &Catalog, database: &str, name: &str) -> Result<Arc<dy
             table,
             parsed.selector,
             true,
+        )?)),
+        Some("row_tracking") => Ok(Arc::new(TableScanProvider::row_tracking(
+            table,
+            parsed.selector,
         )?)),
         Some("changelog") => {
             if parsed.selector != SnapshotSelector::Latest {
@@ -174,6 +178,8 @@ pub(crate) struct TableScanProvider {
     table: Table,
     selector: SnapshotSelector,
     audit: bool,
+    /// `$row_tracking`: the table's columns then `_ROW_ID` and `_SEQUENCE_NUMBER`.
+    row_tracking: bool,
     schema: SchemaRef,
 }
 
@@ -187,6 +193,19 @@ impl TableScanProvider {
             table,
             selector,
             audit,
+            row_tracking: false,
+            schema,
+        })
+    }
+
+    /// Paimon's `<table>$row_tracking` of a row-tracking table.
+    pub(crate) fn row_tracking(table: Table, selector: SnapshotSelector) -> Result<Self> {
+        let schema = table.new_read(None)?.with_row_tracking()?.schema();
+        Ok(Self {
+            table,
+            selector,
+            audit: false,
+            row_tracking: true,
             schema,
         })
     }
@@ -330,18 +349,23 @@ impl TableProvider for TableScanProvider {
             scan = scan.bucket_key(values);
         }
         let plan = scan.plan().await.map_err(df_err)?;
-        // Column names to read (the audit log's row kind is not a table column).
+        // Column names to read (the audit log's row kind and the row-tracking columns are not
+        // table columns).
         let offset = usize::from(self.audit);
+        let end = self.schema.fields().len() - if self.row_tracking { 2 } else { 0 };
         let all: Vec<usize> = (0..self.schema.fields().len()).collect();
         let wanted = projection.cloned().unwrap_or(all);
         let names: Vec<String> = wanted
             .iter()
-            .filter(|&&i| i >= offset)
+            .filter(|&&i| i >= offset && i < end)
             .map(|&i| self.schema.field(i).name().clone())
             .collect();
         let mut read = self.table.new_read(Some(&names)).map_err(df_err)?;
         if self.audit {
             read = read.with_row_kind();
+        }
+        if self.row_tracking {
+            read = read.with_row_tracking().map_err(df_err)?;
         }
         // The read yields [rowkind?, names...]; DataFusion wants the projection's order.
         let read_schema = read.schema();

@@ -1,6 +1,6 @@
 //! Paimon's system tables, read as `<table>$<name>`: `snapshots`, `schemas`, `options`, `files`,
-//! `manifests`, `tags` (and `audit_log` and `changelog`, which are scans; see the provider). Each is built in
-//! memory from the table's metadata when a statement names it.
+//! `manifests`, `tags` (and `audit_log`, `changelog` and `row_tracking`, which are scans; see the
+//! provider). Each is built in memory from the table's metadata when a statement names it.
 
 use std::sync::Arc;
 
@@ -26,6 +26,7 @@ pub(crate) const SYSTEM_TABLES: &[&str] = &[
     "tags",
     "audit_log",
     "changelog",
+    "row_tracking",
 ];
 
 pub(crate) async fn provider(

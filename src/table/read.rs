@@ -1,6 +1,7 @@
 //! Reading planned splits: data files decoded with projection, primary-key splits merged with the
 //! table's merge engine, results streamed split by split.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -15,6 +16,9 @@ use super::Table;
 use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
 use crate::lsm::merge::stream::merge_streams;
 use crate::schema::layout::TableLayout;
+use crate::spec::deletion_vector::DeletionVector;
+use crate::spec::options::{DELETION_VECTORS, DV_MERGE_ON_READ};
+use crate::spec::{CoreOptions, Snapshot};
 
 /// Reads splits of one table with a projection.
 #[derive(Debug, Clone)]
@@ -27,6 +31,88 @@ pub struct TableRead {
     output_schema: SchemaRef,
     /// Whether a leading `rowkind` column (`+I`, `+U`, ...) is added (the audit log).
     row_kind: bool,
+    /// Whether trailing `_ROW_ID` and `_SEQUENCE_NUMBER` columns are added (row-tracking tables).
+    row_tracking: bool,
+    /// `deletion-vectors.enabled`: batch reads skip level 0 and read every other file without
+    /// merging, leaving out the rows its deletion vector marks.
+    deletion_vectors: bool,
+}
+
+/// Paimon's row-tracking columns (`SpecialFields`), added after the table's columns.
+pub const ROW_ID_COLUMN: &str = "_ROW_ID";
+pub const ROW_SEQUENCE_COLUMN: &str = "_SEQUENCE_NUMBER";
+
+/// `schema` with the two row-tracking columns after it (`nullable`: as read from data files,
+/// where a row whose id is still the file's lazily assigned one has none).
+fn with_row_tracking_columns(schema: &SchemaRef, nullable: bool) -> SchemaRef {
+    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+    for name in [ROW_ID_COLUMN, ROW_SEQUENCE_COLUMN] {
+        fields.push(Arc::new(arrow::datatypes::Field::new(
+            name,
+            arrow::datatypes::DataType::Int64,
+            nullable,
+        )));
+    }
+    Arc::new(arrow::datatypes::Schema::new(fields))
+}
+
+/// `batch` (rows `start..` of one data file) without the rows `dv` marks deleted.
+fn drop_deleted(batch: &RecordBatch, dv: &DeletionVector, start: i64) -> Result<RecordBatch> {
+    let keep: arrow::array::BooleanArray = (0..batch.num_rows())
+        .map(|i| Some(!dv.is_deleted(start as u64 + i as u64)))
+        .collect();
+    arrow::compute::filter_record_batch(batch, &keep).context(ArrowSnafu {
+        context: "applying a deletion vector",
+    })
+}
+
+/// Fills the row-tracking columns of a batch read from one data file: a value the file stores
+/// wins, otherwise `_ROW_ID` is the file's `_FIRST_ROW_ID` plus the row's position in the file and
+/// `_SEQUENCE_NUMBER` the file's max sequence number (the snapshot that wrote it), as Paimon's
+/// `DataFileRecordReader` assigns them.
+fn assign_row_tracking(
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+    file: &crate::spec::DataFileMeta,
+    position: i64,
+) -> Result<RecordBatch> {
+    use arrow::array::{Array, AsArray, Int64Array};
+    use arrow::datatypes::Int64Type;
+    let n = batch.num_columns();
+    let stored_ids = batch.column(n - 2).as_primitive::<Int64Type>();
+    let stored_seq = batch.column(n - 1).as_primitive::<Int64Type>();
+    let ids = (0..batch.num_rows())
+        .map(|i| {
+            if stored_ids.is_valid(i) {
+                return Ok(stored_ids.value(i));
+            }
+            match file.first_row_id {
+                Some(first) => Ok(first + position + i as i64),
+                None => crate::error::InternalSnafu {
+                    message: format!(
+                        "data file {} of a row-tracking table has no _FIRST_ROW_ID and stores no _ROW_ID",
+                        file.file_name
+                    ),
+                }
+                .fail(),
+            }
+        })
+        .collect::<Result<Int64Array>>()?;
+    let seq: Int64Array = (0..batch.num_rows())
+        .map(|i| {
+            Some(if stored_seq.is_valid(i) {
+                stored_seq.value(i)
+            } else {
+                file.max_sequence_number
+            })
+        })
+        .collect();
+    let mut cols = batch.columns()[..n - 2].to_vec();
+    cols.push(Arc::new(ids));
+    cols.push(Arc::new(seq));
+    RecordBatch::try_new(Arc::clone(schema), cols).context(ArrowSnafu {
+        context: "adding row ids",
+    })
 }
 
 /// Whether a primary-key split holds final rows, each key once: one sorted run above level 0
@@ -99,7 +185,17 @@ impl TableRead {
     /// `projection`: column names to return, in that order (`None` = all columns).
     pub(crate) fn new(table: Table, projection: Option<&[String]>) -> Result<Self> {
         let layout = table.layout()?;
+        if CoreOptions::new(&layout.schema.options).flag(DV_MERGE_ON_READ) {
+            return crate::error::UnsupportedSnafu {
+                message: format!(
+                    "reading table {}: '{DV_MERGE_ON_READ}' = 'true' (level-0 files merged with deletion vectors) is not supported yet",
+                    table.identifier()
+                ),
+            }
+            .fail();
+        }
         let projection = resolve_projection(&table, &layout, projection)?;
+        let deletion_vectors = CoreOptions::new(&layout.schema.options).flag(DELETION_VECTORS);
         let output_schema = Arc::new(layout.arrow_schema.project(&projection).context(
             ArrowSnafu {
                 context: "projecting the schema",
@@ -109,9 +205,25 @@ impl TableRead {
             table,
             layout,
             projection,
+            deletion_vectors,
             output_schema,
             row_kind: false,
+            row_tracking: false,
         })
+    }
+
+    /// Adds trailing `_ROW_ID` and `_SEQUENCE_NUMBER` columns (Paimon's `$row_tracking`); only a
+    /// row-tracking table has them.
+    pub fn with_row_tracking(mut self) -> Result<Self> {
+        let options = crate::spec::CoreOptions::new(&self.layout.schema.options);
+        if !options.flag(crate::spec::options::ROW_TRACKING) {
+            return invalid!(
+                "table {} does not track rows: set 'row-tracking.enabled' = 'true' when creating it to read _ROW_ID",
+                self.table.identifier()
+            );
+        }
+        self.row_tracking = true;
+        Ok(self)
     }
 
     /// Adds a leading `rowkind` column with each row's kind (Paimon's `$audit_log`).
@@ -123,6 +235,8 @@ impl TableRead {
     pub fn schema(&self) -> SchemaRef {
         if self.row_kind {
             with_row_kind_column(&self.output_schema)
+        } else if self.row_tracking {
+            with_row_tracking_columns(&self.output_schema, false)
         } else {
             Arc::clone(&self.output_schema)
         }
@@ -158,10 +272,19 @@ impl TableRead {
             })),
             _ => None,
         };
-        let parts = plan.splits.into_iter().map(move |split| {
-            let unmerged = !layout.is_primary_key_table() || (!row_kind && is_raw(&split));
+        // Deletion vectors: positions count rows within a file, so no row group is skipped.
+        let dv = self.deletion_vectors;
+        let filter = filter.filter(|_| !dv);
+        let snapshot = plan.snapshot.clone().filter(|_| dv).map(Arc::new);
+        let parts = plan.splits.into_iter().map(move |mut split| {
+            if dv {
+                // Level 0 is not yet compacted against the levels above (Paimon's batch reads of
+                // deletion-vector tables skip it).
+                split.files.retain(|f| f.level > 0);
+            }
+            let unmerged = !layout.is_primary_key_table() || dv || (!row_kind && is_raw(&split));
             if !(unmerged && split.files.len() > 1) {
-                return this.split_stream(split, filter.clone());
+                return this.split_stream(split, filter.clone(), snapshot.clone());
             }
             // File by file in order (append order is kept), the next file decoded meanwhile.
             let files: Vec<Split> = split
@@ -173,9 +296,15 @@ impl TableRead {
                     files: vec![f.clone()],
                 })
                 .collect();
-            let (reader, filter) = (this.clone(), filter.clone());
+            let (reader, filter, snapshot) = (this.clone(), filter.clone(), snapshot.clone());
             stream::iter(files)
-                .map(move |one| futures::future::ready(reader.split_stream(one, filter.clone())))
+                .map(move |one| {
+                    futures::future::ready(reader.split_stream(
+                        one,
+                        filter.clone(),
+                        snapshot.clone(),
+                    ))
+                })
                 .buffered(2)
                 .flatten()
                 .boxed()
@@ -192,19 +321,15 @@ impl TableRead {
         self.stream(plan).try_collect().await
     }
 
-    /// Reads one split into memory (tests and small tables; see [`Self::stream`]).
-    pub async fn read_split(&self, split: &Split) -> Result<Vec<RecordBatch>> {
-        self.split_stream(split.clone(), None).try_collect().await
-    }
-
     /// The rows of one split as a stream, produced by a blocking task.
     fn split_stream(
         &self,
         split: Split,
         filter: Option<Arc<data_file::RowGroupFilter>>,
+        dv_snapshot: Option<Arc<Snapshot>>,
     ) -> BoxStream<'static, Result<RecordBatch>> {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
-        match self.split_task(split, tx.clone(), filter) {
+        match self.split_task(split, tx.clone(), filter, dv_snapshot) {
             Ok(task) => {
                 tokio::task::spawn_blocking(move || {
                     if let Err(e) = task() {
@@ -228,13 +353,14 @@ impl TableRead {
         split: Split,
         tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
         filter: Option<Arc<data_file::RowGroupFilter>>,
+        dv_snapshot: Option<Arc<Snapshot>>,
     ) -> Result<impl FnOnce() -> Result<()> + Send + 'static> {
         let dir = self.table.bucket_dir(&split.partition, split.bucket)?;
         let layout = Arc::clone(&self.layout);
         // One sorted run above level 0 without retractions holds final rows, each key once (after
         // a full compaction, typically): it is read without merging, as Paimon's raw-convertible
-        // splits are.
-        let raw = is_raw(&split) && !self.row_kind;
+        // splits are. So are the files of a deletion-vector table (above level 0, keys once).
+        let raw = (is_raw(&split) && !self.row_kind) || self.deletion_vectors;
         let pk = layout.is_primary_key_table() && !raw;
         // PK tables read the system columns plus projected and sequence-field columns.
         let (file_target, value_cols): (SchemaRef, Vec<usize>) = if pk {
@@ -256,14 +382,34 @@ impl TableRead {
                 context: "projecting",
             })?);
             (schema, values)
+        } else if self.row_tracking {
+            // Files may store the row ids of rows that moved (read as NULL where they do not).
+            (
+                with_row_tracking_columns(&self.output_schema, true),
+                self.projection.clone(),
+            )
         } else {
             (Arc::clone(&self.output_schema), self.projection.clone())
         };
         let file_ref = |f: &crate::spec::DataFileMeta| self.table.file_ref(&dir, f);
+        // Row ids and deletion vectors count rows within each file: such reads keep one run per
+        // file.
+        let tracked: Option<(SchemaRef, Vec<crate::spec::DataFileMeta>)> =
+            ((self.row_tracking || self.deletion_vectors) && !pk)
+                .then(|| (self.schema(), split.files.clone()));
+        let row_tracking = self.row_tracking;
+        let manifests = self.table.manifest_manager();
+        let (dv_partition, dv_bucket) = (split.partition.clone(), split.bucket);
         let runs: Vec<Vec<FileRef>> = if pk {
             data_file::key_ordered_runs(&split.files, &layout.key_types)
                 .iter()
                 .map(|run| run.iter().map(file_ref).collect::<Result<Vec<_>>>())
+                .collect::<Result<Vec<_>>>()?
+        } else if tracked.is_some() {
+            split
+                .files
+                .iter()
+                .map(|f| Ok(vec![file_ref(f)?]))
                 .collect::<Result<Vec<_>>>()?
         } else {
             vec![split
@@ -300,6 +446,38 @@ impl TableRead {
                     filter.clone(),
                 )
             });
+            if let Some((schema, files)) = &tracked {
+                let vectors = match &dv_snapshot {
+                    Some(snapshot) => handle.block_on(manifests.deletion_vectors(
+                        snapshot,
+                        &dv_partition,
+                        dv_bucket,
+                    ))?,
+                    None => HashMap::new(),
+                };
+                for (file, stream) in files.iter().zip(streams) {
+                    let dv = vectors.get(&file.file_name);
+                    let mut position = 0i64;
+                    for batch in stream {
+                        let batch = batch.and_then(|b| {
+                            let start = position;
+                            position += b.num_rows() as i64;
+                            // Row ids by position in the file, then the deleted rows left out.
+                            let b = match (&kind_schema, row_tracking) {
+                                (Some(ks), _) => prepend_kinds(ks, &b, None)?,
+                                (None, true) => assign_row_tracking(schema, &b, file, start)?,
+                                (None, false) => b,
+                            };
+                            match dv {
+                                Some(dv) => drop_deleted(&b, dv, start),
+                                None => Ok(b),
+                            }
+                        });
+                        tx.blocking_send(batch).map_err(|_| cancelled())?;
+                    }
+                }
+                return Ok(());
+            }
             let Some(spec) = spec else {
                 for batch in streams.flatten() {
                     let batch = match (&kind_schema, batch) {

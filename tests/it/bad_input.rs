@@ -420,7 +420,7 @@ async fn unimplemented_table_modes_are_refused_not_ignored() {
     let engine = tidelake::sql::SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
     let session = tidelake::sql::SqlSession::default();
     s.catalog.create_database("default", true).await.unwrap();
-    for key in ["deletion-vectors.enabled", "data-evolution.enabled"] {
+    for key in ["data-evolution.enabled"] {
         let sql = format!(
             "CREATE TABLE dv (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1', '{key}' = 'true')"
         );
@@ -457,22 +457,22 @@ async fn unimplemented_table_modes_are_refused_not_ignored() {
     let e = engine
         .execute_update(
             &session,
-            "ALTER TABLE db.t SET TBLPROPERTIES ('deletion-vectors.enabled' = 'true')",
+            "ALTER TABLE db.t SET TBLPROPERTIES ('data-evolution.enabled' = 'true')",
             &[],
         )
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("'deletion-vectors.enabled'"), "{e}");
+    assert!(e.to_string().contains("'data-evolution.enabled'"), "{e}");
     assert_eq!(
         t.schema_manager().list_ids().await.unwrap(),
         vec![0],
         "no new schema"
     );
-    // A schema written by another engine that turns deletion vectors on.
+    // A schema written by another engine that turns data evolution on.
     let mut next = t.schema().as_ref().clone();
     next.id = 1;
     next.options
-        .insert("deletion-vectors.enabled".into(), "true".into());
+        .insert("data-evolution.enabled".into(), "true".into());
     assert!(t.schema_manager().create(&next).await.unwrap());
     let id = Identifier::parse("db.t").unwrap();
     let loaded = s.catalog.load_table(&id).await.unwrap();
@@ -482,8 +482,7 @@ async fn unimplemented_table_modes_are_refused_not_ignored() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
     assert!(
-        e.to_string().contains("table db.t")
-            && e.to_string().contains("'deletion-vectors.enabled'"),
+        e.to_string().contains("table db.t") && e.to_string().contains("'data-evolution.enabled'"),
         "{e}"
     );
     let written = loaded
@@ -497,5 +496,5 @@ async fn unimplemented_table_modes_are_refused_not_ignored() {
     let Err(e) = engine.execute(&session, "SELECT * FROM db.t", &[]).await else {
         panic!("a query of db.t must be refused");
     };
-    assert!(e.to_string().contains("'deletion-vectors.enabled'"), "{e}");
+    assert!(e.to_string().contains("'data-evolution.enabled'"), "{e}");
 }

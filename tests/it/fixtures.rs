@@ -254,6 +254,44 @@ async fn row_tracking_tables_are_read_and_their_writes_refused_changing_nothing(
     assert_eq!(table.snapshot_manager().list_ids().await.unwrap(), before);
     assert_eq!(read_rows(&table, None).await, rows);
 
+    // `$row_tracking`: the row ids pypaimon's commits assigned (0.. in commit order) and the
+    // snapshot that wrote each row, at every snapshot; a table without row tracking has none.
+    let engine = tidelake::sql::SqlEngine::new(catalog.clone(), Default::default()).unwrap();
+    let session = tidelake::sql::SqlSession::default();
+    let query = |sql: String| {
+        let (engine, session) = (&engine, &session);
+        async move {
+            let out = engine.execute(session, &sql, &[]).await?;
+            out.collect().await
+        }
+    };
+    let got = crate::common::rows(
+        &query(
+            "SELECT id, \"_ROW_ID\", \"_SEQUENCE_NUMBER\", v FROM mx.row_tracking$row_tracking ORDER BY id"
+                .into(),
+        )
+        .await
+        .unwrap(),
+    );
+    let want: Vec<Vec<Value>> = [(1, 0, 1, "a"), (2, 1, 1, "b"), (3, 2, 2, "c")]
+        .iter()
+        .map(|(id, row, seq, v)| vec![(*id).into(), (*row).into(), (*seq).into(), (*v).into()])
+        .collect();
+    assert_eq!(got, want);
+    let first = crate::common::rows(
+        &query("SELECT \"_ROW_ID\" FROM mx.row_tracking$row_tracking VERSION AS OF 1".into())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        sorted(first),
+        vec![vec![Value::from(0)], vec![Value::from(1)]]
+    );
+    let e = query("SELECT * FROM mx.dynamic$row_tracking".into())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("does not track rows"), "{e}");
+
     let def = |pk: Vec<String>| tidelake::TableDefinition {
         columns: tidelake::TableDefinition::parse_columns("id BIGINT NOT NULL, v STRING").unwrap(),
         primary_keys: pk,

@@ -10,6 +10,7 @@ mod common;
 mod compaction;
 mod concurrency;
 mod crash;
+mod deletion_vectors;
 mod dynamic;
 mod engines;
 mod evolution;

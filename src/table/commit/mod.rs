@@ -159,7 +159,7 @@ impl TableCommit {
         let mut compaction = entries(|m| &m.compact_before, FileKind::Delete);
         compaction.extend(entries(|m| &m.compact_after, FileKind::Add));
         let mut snapshots = Vec::new();
-        if adds.is_empty() && overwrite.is_none() && compaction.is_empty() {
+        if adds.is_empty() && overwrite.is_none() && compaction.is_empty() && index.is_none() {
             return Ok(Committed {
                 outcome: CommitOutcome::Empty,
                 snapshots,
@@ -180,7 +180,10 @@ impl TableCommit {
         // At most two snapshots per commit: the new data (APPEND or OVERWRITE), then the
         // compaction (COMPACT), both with the same identifier.
         let mut outcome = CommitOutcome::Empty;
-        if !adds.is_empty() || overwrite.is_some() {
+        // Index files go with the new data; without any (a compaction's deletion vectors, as
+        // Paimon commits them), with the COMPACT snapshot.
+        let appends = !adds.is_empty() || overwrite.is_some();
+        if appends {
             let kind = if overwrite.is_some() {
                 CommitKind::Overwrite
             } else {
@@ -219,13 +222,16 @@ impl TableCommit {
                 fence = fence.map(|_| id);
             }
         }
-        if !compaction.is_empty() {
+        if !compaction.is_empty() || (!appends && index.is_some()) {
             outcome = match self
                 .try_commit(
                     CommitKind::Compact,
                     compaction,
                     compact_changelog,
-                    Replaces::default(),
+                    Replaces {
+                        overwrite: None,
+                        index: index.as_ref().filter(|_| !appends),
+                    },
                     identifier,
                     fence,
                 )
