@@ -193,15 +193,15 @@ impl ManifestManager {
         Ok(name)
     }
 
-    /// The key hashes of a HASH index file.
-    /// The deletion vectors of one partition's bucket at `snapshot`, by data file name (Paimon
-    /// keeps one `DELETION_VECTORS` file per bucket; an index file that is missing or unreadable
-    /// fails the read naming it: reading on without it would return deleted rows).
+    /// The deletion vectors of `files` of one partition's bucket at `snapshot`, by data file name
+    /// (Paimon keeps one `DELETION_VECTORS` file per bucket; an index file that is missing or
+    /// unreadable fails the read naming it: reading on without it would return deleted rows).
     pub async fn deletion_vectors(
         &self,
         snapshot: &Snapshot,
         partition: &[u8],
         bucket: i32,
+        files: &std::collections::HashSet<&str>,
     ) -> Result<std::collections::HashMap<String, crate::spec::deletion_vector::DeletionVector>>
     {
         use crate::spec::index_manifest::DELETION_VECTORS_INDEX;
@@ -228,6 +228,9 @@ impl ManifestManager {
                 Err(e) => return Err(e),
             };
             for meta in entry.file.dv_ranges.iter().flatten() {
+                if !files.contains(meta.data_file.as_str()) {
+                    continue;
+                }
                 let dv = crate::spec::deletion_vector::read(&bytes, meta).map_err(|message| {
                     CorruptSnafu {
                         path: path.clone(),
@@ -241,6 +244,7 @@ impl ManifestManager {
         Ok(out)
     }
 
+    /// The key hashes of a HASH index file.
     pub async fn read_hash_index(&self, file: &IndexFileMeta) -> Result<Vec<i32>> {
         let path = self.index_path(file);
         // Index file names are unique: cached like manifests.

@@ -212,12 +212,30 @@ fn place(fields: &mut Vec<DataField>, field: DataField, position: &ColumnMove) -
     Ok(())
 }
 
+/// Paimon's SchemaManager rule: deletion vectors are switched on or off only with
+/// `deletion-vectors.modifiable` (the files already written were merged for the other mode).
+fn check_dv_mode(s: &TableSchema, key: &str, value: Option<&str>) -> Result<()> {
+    use crate::spec::options::{DELETION_VECTORS, DV_MODIFIABLE};
+    if key != DELETION_VECTORS {
+        return Ok(());
+    }
+    let on = |v: Option<&str>| v.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let (from, to) = (on(s.options.get(key).map(String::as_str)), on(value));
+    if from != to && !on(s.options.get(DV_MODIFIABLE).map(String::as_str)) {
+        return invalid!(
+            "Cannot change deletion vectors mode from {from} to {to}. If modifying table deletion-vectors mode without full-compaction, this may result in data duplication. If you are confident, you can set table option '{DV_MODIFIABLE}' = 'true' to allow deletion vectors modification."
+        );
+    }
+    Ok(())
+}
+
 fn apply_one(s: &mut TableSchema, table: &str, change: &SchemaChange) -> Result<()> {
     match change {
         SchemaChange::SetOption { key, value } => {
             if IMMUTABLE_OPTIONS.contains(&key.as_str()) && s.options.get(key) != Some(value) {
                 return invalid!("Change '{key}' is not supported yet.");
             }
+            check_dv_mode(s, key, Some(value))?;
             if matches!(key.as_str(), "ignore-delete" | "ignore-update-before")
                 && s.options
                     .get(key)
@@ -232,6 +250,7 @@ fn apply_one(s: &mut TableSchema, table: &str, change: &SchemaChange) -> Result<
             if IMMUTABLE_OPTIONS.contains(&key.as_str()) && s.options.contains_key(key) {
                 return invalid!("Change '{key}' is not supported yet.");
             }
+            check_dv_mode(s, key, None)?;
             s.options.remove(key);
         }
         SchemaChange::UpdateComment { comment } => s.comment = comment.clone(),
@@ -414,6 +433,32 @@ mod tests {
 
     fn ty(s: &str) -> DataType {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn deletion_vectors_are_switched_only_when_modifiable() {
+        let set = |k: &str, v: &str| SchemaChange::SetOption {
+            key: k.into(),
+            value: v.into(),
+        };
+        let s = schema();
+        let mut on = s.clone();
+        let e = apply_one(&mut on, "db.t", &set("deletion-vectors.enabled", "true")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("Cannot change deletion vectors mode from false to true"),
+            "{e}"
+        );
+        apply_one(&mut on, "db.t", &set("deletion-vectors.enabled", "false")).unwrap();
+        apply_one(&mut on, "db.t", &set("deletion-vectors.modifiable", "true")).unwrap();
+        apply_one(&mut on, "db.t", &set("deletion-vectors.enabled", "true")).unwrap();
+        let mut off = s;
+        off.options
+            .insert("deletion-vectors.enabled".into(), "true".into());
+        let remove = SchemaChange::RemoveOption {
+            key: "deletion-vectors.enabled".into(),
+        };
+        assert!(apply_one(&mut off, "db.t", &remove).is_err());
     }
 
     #[test]

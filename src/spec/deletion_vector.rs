@@ -78,26 +78,28 @@ pub fn read(file: &[u8], meta: &DeletionVectorMeta) -> Result<DeletionVector, St
         file.get(offset + 8..offset + 8 + len)
             .ok_or_else(|| at("its bitmap runs past the end of the file"))
     };
-    if i32::from_be_bytes(magic) == MAGIC_32 {
-        if size != meta.length {
-            return Err(at(&format!(
-                "size {size} is not the listed length {}",
-                meta.length
-            )));
-        }
-        RoaringBitmap::deserialize_from(Cursor::new(bitmap(size)?))
-            .map(DeletionVector::Bits32)
-            .map_err(|e| at(&format!("bad 32-bit bitmap: {e}")))
+    // The listed length is the size for 32-bit vectors, the whole record for 64-bit ones.
+    let kind = if i32::from_be_bytes(magic) == MAGIC_32 {
+        Some((32, i64::from(size)))
     } else if i32::from_le_bytes(magic) == MAGIC_64 {
-        if i64::from(size) != i64::from(meta.length) - 8 {
+        Some((64, i64::from(size) + 8))
+    } else {
+        None
+    };
+    if let Some((bits, listed)) = kind {
+        if listed != i64::from(meta.length) {
             return Err(at(&format!(
-                "size {size} does not fit the listed length {}",
+                "size {size} does not fit the listed length {} of a {bits}-bit vector",
                 meta.length
             )));
         }
-        RoaringTreemap::deserialize_from(Cursor::new(bitmap(size)?))
-            .map(DeletionVector::Bits64)
-            .map_err(|e| at(&format!("bad 64-bit bitmap: {e}")))
+        let bytes = Cursor::new(bitmap(size)?);
+        let read = if bits == 32 {
+            RoaringBitmap::deserialize_from(bytes).map(DeletionVector::Bits32)
+        } else {
+            RoaringTreemap::deserialize_from(bytes).map(DeletionVector::Bits64)
+        };
+        read.map_err(|e| at(&format!("bad {bits}-bit bitmap: {e}")))
     } else {
         Err(at(&format!(
             "invalid magic number {}, expected {MAGIC_32} (32-bit) or {MAGIC_64} (64-bit)",

@@ -197,8 +197,6 @@ impl<'a> CoreOptions<'a> {
     }
 }
 
-/// Options that change what a table's files mean, and that tidelake does not implement yet:
-/// (key, the value that switches it on, what it is). A table carrying one is refused.
 /// `row-tracking.enabled`: append tables whose rows carry `_ROW_ID`s assigned at commit. tidelake
 /// reads them; writing is refused ([`crate::schema::layout::TableLayout::check_writable`]).
 pub const ROW_TRACKING: &str = "row-tracking.enabled";
@@ -208,11 +206,23 @@ pub const DELETION_VECTORS: &str = "deletion-vectors.enabled";
 /// `deletion-vectors.merge-on-read`: batch reads merge level 0 too (not supported yet).
 pub const DV_MERGE_ON_READ: &str = "deletion-vectors.merge-on-read";
 
-pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[(
-    "data-evolution.enabled",
-    "true",
-    "data evolution (columns written in separate files)",
-)];
+/// `deletion-vectors.modifiable`: allows turning deletion vectors on or off on an existing table.
+pub const DV_MODIFIABLE: &str = "deletion-vectors.modifiable";
+
+/// Options that change what a table's files mean, and that tidelake does not implement yet:
+/// (key, the value that switches it on, what it is). A table carrying one is refused.
+pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[
+    (
+        "data-evolution.enabled",
+        "true",
+        "data evolution (columns written in separate files)",
+    ),
+    (
+        "index-file-in-data-file-dir",
+        "true",
+        "index files kept in the bucket directories",
+    ),
+];
 
 /// Every option tidelake reads, typed, with Paimon's defaults. Parsed by [`TableOptions::parse`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -77,46 +77,57 @@ impl Dialect for TidelakeDialect {
 
 /// In DDL, Paimon's and Flink's `ROW<a INT, b STRING>` becomes `STRUCT<..>`, the spelling the
 /// parser knows. Only CREATE and ALTER statements are touched, and only a `ROW` word followed by
-/// `<` (a column named `row` compared with `<` in a query stays as written).
+/// `<` (a column named `row` compared with `<` in a query stays as written); the rest of the text
+/// is kept byte for byte.
 fn rewrite_row_types(sql: &str) -> Option<String> {
     use datafusion::sql::sqlparser::keywords::Keyword;
-    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
     let dialect = TidelakeDialect::default();
-    let tokens = Tokenizer::new(&dialect, sql).tokenize().ok()?;
-    let mut words = tokens.iter().filter_map(|t| match t {
-        Token::Word(w) => Some(w.keyword),
-        Token::Whitespace(_) => None,
-        _ => Some(Keyword::NoKeyword),
-    });
-    if !matches!(words.next(), Some(Keyword::CREATE | Keyword::ALTER)) {
+    let tokens = Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .ok()?;
+    let significant: Vec<_> = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect();
+    match &significant.first()?.token {
+        Token::Word(w) if matches!(w.keyword, Keyword::CREATE | Keyword::ALTER) => {}
+        _ => return None,
+    }
+    // Byte offsets of each line's start: locations are (line, column), both from 1, in chars.
+    let lines: Vec<usize> = std::iter::once(0)
+        .chain(sql.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let offset = |line: u64, column: u64| -> Option<usize> {
+        let start = *lines.get(usize::try_from(line.checked_sub(1)?).ok()?)?;
+        let column = usize::try_from(column.checked_sub(1)?).ok()?;
+        sql[start..]
+            .char_indices()
+            .nth(column)
+            .map(|(i, _)| start + i)
+    };
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut copied = 0;
+    for pair in significant.windows(2) {
+        let (Token::Word(w), Token::Lt) = (&pair[0].token, &pair[1].token) else {
+            continue;
+        };
+        if w.quote_style.is_some() || !w.value.eq_ignore_ascii_case("ROW") {
+            continue;
+        }
+        let at = offset(pair[0].span.start.line, pair[0].span.start.column)?;
+        if !sql.get(at..at + 3)?.eq_ignore_ascii_case("ROW") {
+            return None;
+        }
+        out.push_str(&sql[copied..at]);
+        out.push_str("STRUCT");
+        copied = at + 3;
+    }
+    if copied == 0 {
         return None;
     }
-    let mut changed = false;
-    let mut out = String::with_capacity(sql.len());
-    for (i, t) in tokens.iter().enumerate() {
-        let next = tokens[i + 1..]
-            .iter()
-            .find(|t| !matches!(t, Token::Whitespace(_)));
-        match t {
-            Token::Word(w)
-                if w.quote_style.is_none()
-                    && w.value.eq_ignore_ascii_case("ROW")
-                    && next == Some(&Token::Lt) =>
-            {
-                changed = true;
-                out.push_str(
-                    &Token::Word(Word {
-                        value: "STRUCT".to_string(),
-                        quote_style: None,
-                        keyword: Keyword::STRUCT,
-                    })
-                    .to_string(),
-                );
-            }
-            other => out.push_str(&other.to_string()),
-        }
-    }
-    changed.then_some(out)
+    out.push_str(&sql[copied..]);
+    Some(out)
 }
 
 /// Parses exactly one statement and rewrites table versions into versioned names.

@@ -86,12 +86,15 @@ fn assign_row_tracking(
             if stored_ids.is_valid(i) {
                 return Ok(stored_ids.value(i));
             }
-            match file.first_row_id {
-                Some(first) => Ok(first + position + i as i64),
+            match file
+                .first_row_id
+                .and_then(|first| first.checked_add(position + i as i64))
+            {
+                Some(id) => Ok(id),
                 None => crate::error::InternalSnafu {
                     message: format!(
-                        "data file {} of a row-tracking table has no _FIRST_ROW_ID and stores no _ROW_ID",
-                        file.file_name
+                        "data file {} of a row-tracking table stores no _ROW_ID and has no usable _FIRST_ROW_ID ({:?})",
+                        file.file_name, file.first_row_id
                     ),
                 }
                 .fail(),
@@ -277,9 +280,9 @@ impl TableRead {
         let filter = filter.filter(|_| !dv);
         let snapshot = plan.snapshot.clone().filter(|_| dv).map(Arc::new);
         let parts = plan.splits.into_iter().map(move |mut split| {
-            if dv {
+            if dv && layout.is_primary_key_table() {
                 // Level 0 is not yet compacted against the levels above (Paimon's batch reads of
-                // deletion-vector tables skip it).
+                // deletion-vector primary-key tables skip it; append files are all level 0).
                 split.files.retain(|f| f.level > 0);
             }
             let unmerged = !layout.is_primary_key_table() || dv || (!row_kind && is_raw(&split));
@@ -452,6 +455,7 @@ impl TableRead {
                         snapshot,
                         &dv_partition,
                         dv_bucket,
+                        &files.iter().map(|f| f.file_name.as_str()).collect(),
                     ))?,
                     None => HashMap::new(),
                 };

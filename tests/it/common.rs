@@ -33,21 +33,31 @@ impl Scratch {
         part: &[&str],
         opts: &[(&str, &str)],
     ) -> Table {
-        let def = TableDefinition {
-            columns: TableDefinition::parse_columns(columns).unwrap(),
-            primary_keys: pk.iter().map(|s| s.to_string()).collect(),
-            partition_keys: part.iter().map(|s| s.to_string()).collect(),
-            options: opts
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            comment: None,
-            column_comments: Default::default(),
-        };
+        let def = definition(columns, pk, part, opts);
         self.catalog
             .create_table(&Identifier::parse(name).unwrap(), &def, false)
             .await
             .unwrap()
+    }
+}
+
+/// A table definition from a column list (`id BIGINT NOT NULL, v STRING`), keys and options.
+pub(crate) fn definition(
+    columns: &str,
+    pk: &[&str],
+    part: &[&str],
+    opts: &[(&str, &str)],
+) -> TableDefinition {
+    TableDefinition {
+        columns: TableDefinition::parse_columns(columns).unwrap(),
+        primary_keys: pk.iter().map(|s| s.to_string()).collect(),
+        partition_keys: part.iter().map(|s| s.to_string()).collect(),
+        options: opts
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        comment: None,
+        column_comments: Default::default(),
     }
 }
 

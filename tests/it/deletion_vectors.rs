@@ -193,14 +193,8 @@ async fn deleted_rows_are_left_out_as_paimon_and_pypaimon_read_them() {
 #[tokio::test]
 async fn paimons_rules_for_deletion_vector_options_are_kept() {
     let s = Scratch::new();
-    let def = |opts: &[(&str, &str)]| tidelake::TableDefinition {
-        columns: tidelake::TableDefinition::parse_columns("id BIGINT NOT NULL, v STRING").unwrap(),
-        primary_keys: vec!["id".into()],
-        options: opts
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..Default::default()
+    let def = |opts: &[(&str, &str)]| {
+        crate::common::definition("id BIGINT NOT NULL, v STRING", &["id"], &[], opts)
     };
     for (i, (opts, needle)) in [
         (

@@ -292,18 +292,16 @@ async fn row_tracking_tables_are_read_and_their_writes_refused_changing_nothing(
         .unwrap_err();
     assert!(e.to_string().contains("does not track rows"), "{e}");
 
-    let def = |pk: Vec<String>| tidelake::TableDefinition {
-        columns: tidelake::TableDefinition::parse_columns("id BIGINT NOT NULL, v STRING").unwrap(),
-        primary_keys: pk,
-        options: [("row-tracking.enabled".to_string(), "true".to_string())].into(),
-        ..Default::default()
+    let def = |pk: &[&str]| {
+        crate::common::definition(
+            "id BIGINT NOT NULL, v STRING",
+            pk,
+            &[],
+            &[("row-tracking.enabled", "true")],
+        )
     };
     let e = catalog
-        .create_table(
-            &Identifier::new("mx", "rt_pk"),
-            &def(vec!["id".into()]),
-            false,
-        )
+        .create_table(&Identifier::new("mx", "rt_pk"), &def(&["id"]), false)
         .await
         .unwrap_err();
     assert!(
@@ -312,7 +310,7 @@ async fn row_tracking_tables_are_read_and_their_writes_refused_changing_nothing(
         "{e}"
     );
     let e = catalog
-        .create_table(&Identifier::new("mx", "rt_new"), &def(vec![]), false)
+        .create_table(&Identifier::new("mx", "rt_new"), &def(&[]), false)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");

@@ -130,18 +130,7 @@ async fn tidelake_reads_and_upserts_a_table_pypaimon_made_with_nested_types() {
 #[tokio::test]
 async fn nested_keys_partitions_and_engines_are_refused_naming_the_column() {
     let s = Scratch::new();
-    let def = |columns: &str, pk: &[&str], part: &[&str], opts: &[(&str, &str)]| {
-        tidelake::catalog::TableDefinition {
-            columns: tidelake::catalog::TableDefinition::parse_columns(columns).unwrap(),
-            primary_keys: pk.iter().map(|s| s.to_string()).collect(),
-            partition_keys: part.iter().map(|s| s.to_string()).collect(),
-            options: opts
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..Default::default()
-        }
-    };
+    let def = crate::common::definition;
     for (i, (d, needle)) in [
         (
             def(

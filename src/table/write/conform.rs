@@ -204,18 +204,41 @@ fn forbidden_nulls(col: &dyn Array, target: &ArrowType) -> Option<String> {
         }
         forbidden_nulls(child, field.data_type())
     };
+    // The part of a list's or map's children that this (perhaps sliced) column spans.
+    fn spanned<O: arrow::array::OffsetSizeTrait>(
+        offsets: &[O],
+        child: &arrow::array::ArrayRef,
+    ) -> arrow::array::ArrayRef {
+        let (first, last) = (offsets[0].as_usize(), offsets[offsets.len() - 1].as_usize());
+        child.slice(first, last - first)
+    }
     match (target, col.data_type()) {
-        (List(item), List(_)) => check(col.as_list::<i32>().values().as_ref(), item, "list item"),
+        (List(item), List(_)) => {
+            let list = col.as_list::<i32>();
+            check(
+                spanned(list.value_offsets(), list.values()).as_ref(),
+                item,
+                "list item",
+            )
+        }
         (List(item), LargeList(_)) => {
-            check(col.as_list::<i64>().values().as_ref(), item, "list item")
+            let list = col.as_list::<i64>();
+            check(
+                spanned(list.value_offsets(), list.values()).as_ref(),
+                item,
+                "list item",
+            )
         }
         (Map(entries, _), Map(..)) => {
             let Struct(kv) = entries.data_type() else {
                 return None;
             };
             let map = col.as_map();
-            check(map.keys().as_ref(), &kv[0], "map key")
-                .or_else(|| check(map.values().as_ref(), &kv[1], "map value"))
+            let entries: arrow::array::ArrayRef = Arc::new(map.entries().clone());
+            let entries = spanned(map.value_offsets(), &entries);
+            let entries = entries.as_struct();
+            check(entries.column(0).as_ref(), &kv[0], "map key")
+                .or_else(|| check(entries.column(1).as_ref(), &kv[1], "map value"))
         }
         (Struct(fields), Struct(_)) => {
             let s = col.as_struct();
