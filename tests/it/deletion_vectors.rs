@@ -231,3 +231,34 @@ async fn paimons_rules_for_deletion_vector_options_are_kept() {
         assert!(s.catalog.load_table(&id).await.is_err());
     }
 }
+
+/// Append tables may carry deletion vectors too (Paimon's DELETE on append tables): their files
+/// are all level 0 and all read, each without the rows its vector marks.
+#[tokio::test]
+async fn an_append_table_keeps_its_level_0_files_and_leaves_out_deleted_rows() {
+    let s = Scratch::new();
+    let name = "db.dv";
+    let t = s
+        .create(name, "id BIGINT NOT NULL, v STRING", &[], &[], &[])
+        .await;
+    write_rows(&t, &rows(&[1, 2, 3], "a")).await;
+    write_rows(&t, &rows(&[4, 5], "a")).await;
+    let mut next = t.schema().as_ref().clone();
+    next.id = 1;
+    next.options
+        .insert("deletion-vectors.enabled".into(), "true".into());
+    assert!(t.schema_manager().create(&next).await.unwrap());
+    let t = s
+        .catalog
+        .load_table(&Identifier::parse(name).unwrap())
+        .await
+        .unwrap();
+    let files = t.new_scan().plan().await.unwrap().splits[0].files.clone();
+    let first = files.iter().find(|f| f.row_count == 3).unwrap();
+    // Appended in order: id 2 is row 1 of the first file.
+    let (bytes, metas) = write_32(&[(first.file_name.clone(), [1u32].into_iter().collect())]);
+    commit_index(&s, &t, 0, bytes, metas).await;
+    let want = want(&[1, 3, 4, 5]);
+    assert_eq!(read_rows(&t, None).await, want);
+    assert_eq!(paimon_rows(s.path(), name, None), want);
+}
