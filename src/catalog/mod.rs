@@ -326,12 +326,7 @@ impl Catalog {
         // the table exists.
         let layout = crate::schema::layout::TableLayout::new(std::sync::Arc::new(schema.clone()))?;
         // A table tidelake could not write is not created by it (pypaimon's and Paimon's are read).
-        let options = crate::spec::CoreOptions::new(&schema.options);
-        if options.flag(crate::spec::options::ROW_TRACKING)
-            || options.flag(crate::spec::options::DELETION_VECTORS)
-        {
-            layout.check_writable(&id.to_string())?;
-        }
+        layout.check_writable(&id.to_string())?;
         self.create_database(&id.database, true).await?;
         let sm = SchemaManager::new(self.io.clone(), Self::table_path(id));
         if !sm.list_ids().await?.is_empty() || !sm.create(&schema).await? {

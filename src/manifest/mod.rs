@@ -193,12 +193,14 @@ impl ManifestManager {
         Ok(name)
     }
 
-    /// The deletion vectors of `files` of one partition's bucket at `snapshot`, by data file name
-    /// (Paimon keeps one `DELETION_VECTORS` file per bucket; an index file that is missing or
-    /// unreadable fails the read naming it: reading on without it would return deleted rows).
+    /// The deletion vectors of `files` of one partition's bucket, by data file name, from the
+    /// index `entries` of snapshot `snapshot_id` (Paimon keeps one `DELETION_VECTORS` file per
+    /// bucket; an index file that is missing or unreadable fails the read naming it: reading on
+    /// without it would return deleted rows).
     pub async fn deletion_vectors(
         &self,
-        snapshot: &Snapshot,
+        snapshot_id: i64,
+        entries: &[IndexManifestEntry],
         partition: &[u8],
         bucket: i32,
         files: &std::collections::HashSet<&str>,
@@ -206,7 +208,7 @@ impl ManifestManager {
     {
         use crate::spec::index_manifest::DELETION_VECTORS_INDEX;
         let mut out = std::collections::HashMap::new();
-        for entry in self.index_entries(snapshot).await? {
+        for entry in entries {
             if entry.partition != partition
                 || entry.bucket != bucket
                 || entry.file.index_type != DELETION_VECTORS_INDEX
@@ -219,8 +221,7 @@ impl ManifestManager {
                 Err(e) if e.kind() == ErrorKind::NotFound => {
                     return NotFoundSnafu {
                         message: format!(
-                            "deletion-vector file {path} of snapshot {} is missing",
-                            snapshot.id
+                            "deletion-vector file {path} of snapshot {snapshot_id} is missing"
                         ),
                     }
                     .fail()

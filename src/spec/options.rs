@@ -198,7 +198,7 @@ impl<'a> CoreOptions<'a> {
 }
 
 /// `row-tracking.enabled`: append tables whose rows carry `_ROW_ID`s assigned at commit. tidelake
-/// reads them; writing is refused ([`crate::schema::layout::TableLayout::check_writable`]).
+/// reads them; writing is refused (the layout's `check_writable`).
 pub const ROW_TRACKING: &str = "row-tracking.enabled";
 /// `deletion-vectors.enabled`: rows of files above level 0 deleted through index files. tidelake
 /// reads these tables; writing is refused until compaction writes deletion vectors.

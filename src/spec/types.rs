@@ -19,7 +19,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::schema::DataField;
 
 mod parse;
-pub(crate) use parse::split_top_level;
+pub(crate) use parse::{split_top_level, MAX_NESTING};
 
 /// Length Paimon prints as `STRING` / `BYTES` (VARCHAR / VARBINARY of maximal length).
 pub const MAX_LENGTH: u32 = i32::MAX as u32;

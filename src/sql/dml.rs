@@ -125,8 +125,11 @@ fn sql_type(
         }
         .build()
     };
-    if depth > 32 {
-        return Err(bad(format!("type '{sql}' nests deeper than 32 levels")));
+    use crate::spec::types::MAX_NESTING;
+    if depth > MAX_NESTING {
+        return Err(bad(format!(
+            "type '{sql}' nests deeper than {MAX_NESTING} levels"
+        )));
     }
     let inner = |t: &S| sql_type(name, t, depth + 1).map(Box::new);
     let root = match sql {

@@ -38,6 +38,14 @@ pub struct TableRead {
     deletion_vectors: bool,
 }
 
+/// The index of the snapshot a deletion-vector read reads: its entries are decoded once, by the
+/// first split that needs them, for every split of the read.
+#[derive(Debug)]
+struct DvIndex {
+    snapshot: Snapshot,
+    entries: tokio::sync::OnceCell<Vec<crate::spec::index_manifest::IndexManifestEntry>>,
+}
+
 /// Paimon's row-tracking columns (`SpecialFields`), added after the table's columns.
 pub const ROW_ID_COLUMN: &str = "_ROW_ID";
 pub const ROW_SEQUENCE_COLUMN: &str = "_SEQUENCE_NUMBER";
@@ -278,7 +286,12 @@ impl TableRead {
         // Deletion vectors: positions count rows within a file, so no row group is skipped.
         let dv = self.deletion_vectors;
         let filter = filter.filter(|_| !dv);
-        let snapshot = plan.snapshot.clone().filter(|_| dv).map(Arc::new);
+        let snapshot = plan.snapshot.clone().filter(|_| dv).map(|snapshot| {
+            Arc::new(DvIndex {
+                snapshot,
+                entries: tokio::sync::OnceCell::new(),
+            })
+        });
         let parts = plan.splits.into_iter().map(move |mut split| {
             if dv && layout.is_primary_key_table() {
                 // Level 0 is not yet compacted against the levels above (Paimon's batch reads of
@@ -329,10 +342,10 @@ impl TableRead {
         &self,
         split: Split,
         filter: Option<Arc<data_file::RowGroupFilter>>,
-        dv_snapshot: Option<Arc<Snapshot>>,
+        dv_index: Option<Arc<DvIndex>>,
     ) -> BoxStream<'static, Result<RecordBatch>> {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
-        match self.split_task(split, tx.clone(), filter, dv_snapshot) {
+        match self.split_task(split, tx.clone(), filter, dv_index) {
             Ok(task) => {
                 tokio::task::spawn_blocking(move || {
                     if let Err(e) = task() {
@@ -356,7 +369,7 @@ impl TableRead {
         split: Split,
         tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
         filter: Option<Arc<data_file::RowGroupFilter>>,
-        dv_snapshot: Option<Arc<Snapshot>>,
+        dv_index: Option<Arc<DvIndex>>,
     ) -> Result<impl FnOnce() -> Result<()> + Send + 'static> {
         let dir = self.table.bucket_dir(&split.partition, split.bucket)?;
         let layout = Arc::clone(&self.layout);
@@ -450,13 +463,22 @@ impl TableRead {
                 )
             });
             if let Some((schema, files)) = &tracked {
-                let vectors = match &dv_snapshot {
-                    Some(snapshot) => handle.block_on(manifests.deletion_vectors(
-                        snapshot,
-                        &dv_partition,
-                        dv_bucket,
-                        &files.iter().map(|f| f.file_name.as_str()).collect(),
-                    ))?,
+                let vectors = match &dv_index {
+                    Some(index) => handle.block_on(async {
+                        let entries = index
+                            .entries
+                            .get_or_try_init(|| manifests.index_entries(&index.snapshot))
+                            .await?;
+                        manifests
+                            .deletion_vectors(
+                                index.snapshot.id,
+                                entries,
+                                &dv_partition,
+                                dv_bucket,
+                                &files.iter().map(|f| f.file_name.as_str()).collect(),
+                            )
+                            .await
+                    })?,
                     None => HashMap::new(),
                 };
                 for (file, stream) in files.iter().zip(streams) {

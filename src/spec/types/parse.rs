@@ -8,7 +8,7 @@ use crate::spec::schema::DataField;
 
 /// How deep types may nest in a type string (user input: bounded so parsing cannot exhaust the
 /// stack; Paimon's own tables nest a few levels).
-const MAX_NESTING: usize = 32;
+pub(crate) const MAX_NESTING: usize = 32;
 
 impl FromStr for DataType {
     type Err = TypeParseError;

@@ -213,21 +213,15 @@ fn forbidden_nulls(col: &dyn Array, target: &ArrowType) -> Option<String> {
         child.slice(first, last - first)
     }
     match (target, col.data_type()) {
-        (List(item), List(_)) => {
-            let list = col.as_list::<i32>();
-            check(
-                spanned(list.value_offsets(), list.values()).as_ref(),
-                item,
-                "list item",
-            )
-        }
-        (List(item), LargeList(_)) => {
-            let list = col.as_list::<i64>();
-            check(
-                spanned(list.value_offsets(), list.values()).as_ref(),
-                item,
-                "list item",
-            )
+        (List(item), List(_) | LargeList(_)) => {
+            let items = match col.as_list_opt::<i32>() {
+                Some(list) => spanned(list.value_offsets(), list.values()),
+                None => {
+                    let list = col.as_list::<i64>();
+                    spanned(list.value_offsets(), list.values())
+                }
+            };
+            check(items.as_ref(), item, "list item")
         }
         (Map(entries, _), Map(..)) => {
             let Struct(kv) = entries.data_type() else {
