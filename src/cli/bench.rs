@@ -6,6 +6,9 @@
 //! s STRING`, committed every `batch` rows; a full scan checked against the expected count and
 //! sum. pypaimon runs `peers_w.py --engine paimon` (insert, upsert, read) and
 //! `bench/pypaimon_append.py` (append ingest) on the same sizes.
+//!
+//! `--deletion-vectors` measures instead the full scan of a deletion-vector table beside
+//! merge-on-read of the same rows (and what each cost to write).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -47,6 +50,11 @@ pub(crate) struct BenchArgs {
     /// pypaimon), instead of one compaction round per commit.
     #[arg(long)]
     write_only: bool,
+    /// Instead of workload W: the same inserts and upserts into a deletion-vector table and a
+    /// merge-on-read one, then full scans of both (the scan of a deletion-vector table reads
+    /// files without merging; its writes pay for that with a lookup at each commit).
+    #[arg(long)]
+    deletion_vectors: bool,
 }
 
 /// splitmix64: a small deterministic generator, enough for benchmark data.
@@ -144,7 +152,143 @@ fn emit(
     m
 }
 
+/// Writes `n` inserts and `u` upserts (half existing keys) into `table`, commit by commit;
+/// returns the write seconds (generation excluded) and the rows every key holds now.
+async fn fill(
+    table: &tidelake::Table,
+    n: usize,
+    u: usize,
+    batch: usize,
+    truth: &mut [f64],
+) -> Result<(f64, i64)> {
+    let mut rng = Rng(7);
+    let mut perm: Vec<i64> = (0..n as i64).collect();
+    for i in (1..perm.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        perm.swap(i, j);
+    }
+    let mut secs = 0f64;
+    for chunk in perm.chunks(batch) {
+        let b = make_batch(&mut rng, chunk, truth)?;
+        let t0 = Instant::now();
+        table
+            .write_batches(&[b], WriteOptions::default(), None)
+            .await?;
+        secs += t0.elapsed().as_secs_f64();
+    }
+    let (mut next_new, mut done) = (n as i64, 0usize);
+    while done < u {
+        let m = batch.min(u - done);
+        let (b, _) = upsert_batch(&mut rng, &mut next_new, m, truth)?;
+        let t0 = Instant::now();
+        table
+            .write_batches(&[b], WriteOptions::default(), None)
+            .await?;
+        secs += t0.elapsed().as_secs_f64();
+        done += m;
+    }
+    Ok((secs, next_new))
+}
+
+/// `tidelake bench --deletion-vectors`: full scans of a deletion-vector table beside
+/// merge-on-read of the same rows, with what each cost to write.
+async fn deletion_vector_scans(args: &BenchArgs) -> Result<()> {
+    let (n, u) = (args.rows, args.upserts.unwrap_or(args.rows / 5));
+    let dir = args.dir.join(format!("tidelake-dv-{}", std::process::id()));
+    let catalog = Catalog::open(dir.to_str().ok_or("bench dir is not UTF-8")?)?;
+    let mut scans: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut failed = None;
+    for (name, dv) in [("merge_on_read", false), ("deletion_vectors", true)] {
+        let mut opts = BTreeMap::new();
+        opts.insert("bucket".to_string(), args.buckets.to_string());
+        opts.insert("deletion-vectors.enabled".to_string(), dv.to_string());
+        let table = catalog
+            .create_table(
+                &Identifier::new("bench", name),
+                &TableDefinition {
+                    columns: TableDefinition::parse_columns(
+                        "id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING",
+                    )?,
+                    primary_keys: vec!["id".into()],
+                    options: opts,
+                    ..Default::default()
+                },
+                false,
+            )
+            .await?;
+        let mut truth = vec![0f64; n + u + 1];
+        let (write_s, keys) = fill(&table, n, u, args.batch, &mut truth).await?;
+        let plan = table.new_scan().all_levels().plan().await?;
+        let files: Vec<i32> = plan
+            .splits
+            .iter()
+            .flat_map(|s| s.files.iter().map(|f| f.level))
+            .collect();
+        // The best of three scans (the machine is shared).
+        let mut best = f64::MAX;
+        let (mut count, mut sum) = (0usize, 0f64);
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            let batches = table
+                .read_all(
+                    SnapshotSelector::Latest,
+                    Some(&["id".to_string(), "v".to_string(), "s".to_string()]),
+                )
+                .await?;
+            best = best.min(t0.elapsed().as_secs_f64());
+            count = batches.iter().map(|b| b.num_rows()).sum();
+            sum = batches
+                .iter()
+                .map(|b| {
+                    arrow::compute::sum(b.column(1).as_primitive::<Float64Type>()).unwrap_or(0.0)
+                })
+                .sum();
+        }
+        let expected: f64 = truth[..keys as usize].iter().sum();
+        let ok = count == keys as usize && (sum - expected).abs() < 1e-6 * expected.abs().max(1.0);
+        if !ok {
+            failed = Some(format!("{name}: read {count} rows, expected {keys}"));
+        }
+        scans.insert(name, count as f64 / best);
+        emit(
+            "tidelake",
+            &format!("scan_{name}"),
+            &[
+                ("rows", count.into()),
+                ("scan_s", best.into()),
+                ("rows_per_s", (count as f64 / best).round().into()),
+                ("write_s", write_s.into()),
+                (
+                    "written_rows_per_s",
+                    (((n + u) as f64) / write_s).round().into(),
+                ),
+                ("files", files.len().into()),
+                (
+                    "level0_files",
+                    files.iter().filter(|l| **l == 0).count().into(),
+                ),
+                ("ok", ok.into()),
+            ],
+        );
+    }
+    catalog.io().delete_dir("").await.ok();
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    if let (Some(dv), Some(mor)) = (scans.get("deletion_vectors"), scans.get("merge_on_read")) {
+        println!();
+        println!(
+            "full scan: deletion vectors {dv:.0} rows/s, merge-on-read {mor:.0} rows/s: {:.2}x",
+            dv / mor
+        );
+    }
+    Ok(())
+}
+
 pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
+    if args.deletion_vectors {
+        return deletion_vector_scans(args).await;
+    }
     let n = args.rows;
     let u = args.upserts.unwrap_or(n / 5);
     let dir = args.dir.join(format!("tidelake-{}", std::process::id()));

@@ -193,7 +193,7 @@ impl ManifestManager {
         Ok(name)
     }
 
-    /// The deletion vectors of `files` of one partition's bucket, by data file name, from the
+    /// The deletion vectors of `files` (all when `None`) of one partition's bucket, by data file name, from the
     /// index `entries` of snapshot `snapshot_id` (Paimon keeps one `DELETION_VECTORS` file per
     /// bucket; an index file that is missing or unreadable fails the read naming it: reading on
     /// without it would return deleted rows).
@@ -203,7 +203,7 @@ impl ManifestManager {
         entries: &[IndexManifestEntry],
         partition: &[u8],
         bucket: i32,
-        files: &std::collections::HashSet<&str>,
+        files: Option<&std::collections::HashSet<&str>>,
     ) -> Result<std::collections::HashMap<String, crate::spec::deletion_vector::DeletionVector>>
     {
         use crate::spec::index_manifest::DELETION_VECTORS_INDEX;
@@ -229,7 +229,7 @@ impl ManifestManager {
                 Err(e) => return Err(e),
             };
             for meta in entry.file.dv_ranges.iter().flatten() {
-                if !files.contains(meta.data_file.as_str()) {
+                if files.is_some_and(|f| !f.contains(meta.data_file.as_str())) {
                     continue;
                 }
                 let dv = crate::spec::deletion_vector::read(&bytes, meta).map_err(|message| {
@@ -243,6 +243,13 @@ impl ManifestManager {
             }
         }
         Ok(out)
+    }
+
+    /// Writes an index file described by `meta` (its name decides where).
+    pub async fn write_index_file(&self, meta: &IndexFileMeta, bytes: Vec<u8>) -> Result<()> {
+        self.io
+            .write(&self.index_path(meta), Bytes::from(bytes))
+            .await
     }
 
     /// The key hashes of a HASH index file.

@@ -262,6 +262,12 @@ impl TableLayout {
         Self::new(Arc::new(schema)).expect("a valid schema")
     }
 
+    /// Whether the table keeps deletion vectors (`deletion-vectors.enabled`): compactions mark
+    /// the old copies of keys they rewrite instead of leaving them to merging reads.
+    pub fn deletion_vectors(&self) -> bool {
+        CoreOptions::new(&self.schema.options).flag(crate::spec::options::DELETION_VECTORS)
+    }
+
     /// Checks that tidelake can write this table; reading has fewer restrictions.
     pub fn check_writable(&self, table: &str) -> Result<()> {
         let unsupported = |what: &str| {
@@ -273,9 +279,11 @@ impl TableLayout {
         if self.bucket_mode == BucketMode::Postpone {
             return unsupported("postpone bucket mode (bucket = -2)");
         }
-        if CoreOptions::new(&self.schema.options).flag(crate::spec::options::DELETION_VECTORS) {
+        if self.deletion_vectors()
+            && CoreOptions::new(&self.schema.options).flag(crate::spec::options::DV_BITMAP64)
+        {
             return unsupported(
-                "deletion vectors (deletion-vectors.enabled: compaction would have to write them; tidelake reads these tables)",
+                "64-bit deletion vectors (deletion-vectors.bitmap64: tidelake writes Paimon's default 32-bit vectors; it reads both)",
             );
         }
         if CoreOptions::new(&self.schema.options).flag(crate::spec::options::ROW_TRACKING) {

@@ -200,12 +200,14 @@ impl<'a> CoreOptions<'a> {
 /// `row-tracking.enabled`: append tables whose rows carry `_ROW_ID`s assigned at commit. tidelake
 /// reads them; writing is refused (the layout's `check_writable`).
 pub const ROW_TRACKING: &str = "row-tracking.enabled";
-/// `deletion-vectors.enabled`: rows of files above level 0 deleted through index files. tidelake
-/// reads these tables; writing is refused until compaction writes deletion vectors.
+/// `deletion-vectors.enabled`: rows of files above level 0 deleted through index files, written
+/// by the compactions that rewrite their keys (so batch reads need not merge).
 pub const DELETION_VECTORS: &str = "deletion-vectors.enabled";
 /// `deletion-vectors.merge-on-read`: batch reads merge level 0 too (not supported yet).
 pub const DV_MERGE_ON_READ: &str = "deletion-vectors.merge-on-read";
 
+/// `deletion-vectors.bitmap64`: vectors in the 64-bit (Iceberg-compatible) layout.
+pub const DV_BITMAP64: &str = "deletion-vectors.bitmap64";
 /// `deletion-vectors.modifiable`: allows turning deletion vectors on or off on an existing table.
 pub const DV_MODIFIABLE: &str = "deletion-vectors.modifiable";
 

@@ -11,14 +11,17 @@
 //! Merged records keep their sequence numbers; retractions are dropped only when nothing older
 //! can lie below the output level. Append tables concatenate small files in sequence order.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
-use arrow::compute::concat_batches;
+use arrow::array::{AsArray, BooleanArray, RecordBatch};
+use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::datatypes::Int64Type;
+use arrow::row::{RowConverter, SortField};
 use snafu::ResultExt;
 
-use super::data_file;
-use super::evolution::FileRef;
+use super::data_file::{self, RunFile};
+use super::deletion_vectors::{BucketVectors, Marks};
 use super::progress::Operation;
 use super::write::CommitMessage;
 use super::Table;
@@ -32,6 +35,7 @@ use crate::manifest::FileNamer;
 use crate::schema::layout::TableLayout;
 use crate::spec::binary_row::Datum;
 use crate::spec::manifest::FileSource;
+use crate::spec::options::DELETION_VECTORS;
 use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
 use crate::spec::{ChangelogProducer, CoreOptions, DataFileMeta};
 
@@ -164,6 +168,10 @@ pub(crate) struct BucketCompaction<'a> {
     pub(crate) all_files: &'a [DataFileMeta],
     pub(crate) inputs: &'a [DataFileMeta],
     pub(crate) output_level: i32,
+    /// The bucket's deletion vectors before the compaction (`deletion-vectors.enabled`): inputs
+    /// are read without their deleted rows, and the old copies of the keys it rewrites are
+    /// marked in the files above the output level instead of merged on read.
+    pub(crate) vectors: Option<&'a BucketVectors>,
 }
 
 /// Which changelog a compaction produces (`changelog-producer` = `lookup` or `full-compaction`).
@@ -284,6 +292,137 @@ impl OutputFiles {
 pub(crate) struct Rewritten {
     pub(crate) files: Vec<DataFileMeta>,
     pub(crate) changelog: Vec<DataFileMeta>,
+    /// Rows of files above the output level whose keys the outputs now hold (deletion-vector
+    /// tables): the positions to mark deleted.
+    pub(crate) marks: Marks,
+}
+
+/// Finds, in each chunk of a deletion-vector compaction, the rows of lookup runs whose keys the
+/// inputs rewrite: those are kept (without their position column) and their positions marked;
+/// the other lookup rows stay where they are and are dropped from the chunk.
+struct OldCopies {
+    keys: RowConverter,
+    key_count: usize,
+    input_runs: usize,
+}
+
+impl OldCopies {
+    fn new(
+        schema: &arrow::datatypes::SchemaRef,
+        key_count: usize,
+        input_runs: usize,
+    ) -> Result<Self> {
+        let fields = schema.fields()[..key_count]
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect();
+        let keys = RowConverter::new(fields).context(ArrowSnafu {
+            context: "key row encoding",
+        })?;
+        Ok(Self {
+            keys,
+            key_count,
+            input_runs,
+        })
+    }
+
+    fn take(
+        &mut self,
+        chunk: &[(usize, RecordBatch)],
+        lookup_names: &[String],
+        marks: &mut Marks,
+    ) -> Result<Vec<(usize, RecordBatch)>> {
+        let encode = |b: &RecordBatch| {
+            self.keys
+                .convert_columns(&b.columns()[..self.key_count])
+                .context(ArrowSnafu {
+                    context: "key row encoding",
+                })
+        };
+        let mut rewritten: HashSet<Vec<u8>> = HashSet::new();
+        for (_, b) in chunk.iter().filter(|(run, _)| *run < self.input_runs) {
+            rewritten.extend(encode(b)?.iter().map(|r| r.as_ref().to_vec()));
+        }
+        let mut out = Vec::with_capacity(chunk.len());
+        for (run, b) in chunk {
+            if *run < self.input_runs {
+                out.push((*run, b.clone()));
+                continue;
+            }
+            let keys = encode(b)?;
+            let keep: BooleanArray = keys
+                .iter()
+                .map(|r| Some(rewritten.contains(r.as_ref())))
+                .collect();
+            let last = b.num_columns() - 1;
+            let positions = b.column(last).as_primitive::<Int64Type>();
+            for (i, k) in keep.iter().enumerate() {
+                if k != Some(true) {
+                    continue;
+                }
+                let p = positions.value(i);
+                let file = lookup_names.get((p >> 32) as usize).ok_or_else(|| {
+                    InternalSnafu {
+                        message: format!("a lookup row names file ordinal {}", p >> 32),
+                    }
+                    .build()
+                })?;
+                marks
+                    .entry(file.clone())
+                    .or_default()
+                    .insert((p & 0xffff_ffff) as u32);
+            }
+            if keep.true_count() == 0 {
+                continue;
+            }
+            let stripped = b
+                .project(&(0..last).collect::<Vec<_>>())
+                .context(ArrowSnafu {
+                    context: "dropping the position column",
+                })?;
+            let kept = filter_record_batch(&stripped, &keep).context(ArrowSnafu {
+                context: "keeping the old copies of rewritten keys",
+            })?;
+            out.push((*run, kept));
+        }
+        Ok(out)
+    }
+}
+
+/// The files above level 0 that a compaction does not rewrite and whose keys overlap those of its
+/// level-0 inputs: where the old copies of those keys are.
+fn lookup_candidates(
+    layout: &TableLayout,
+    all_files: &[DataFileMeta],
+    inputs: &[DataFileMeta],
+) -> Vec<DataFileMeta> {
+    let l0: Vec<&DataFileMeta> = inputs.iter().filter(|f| f.level == 0).collect();
+    let kt = &layout.key_types;
+    let min = l0
+        .iter()
+        .map(|f| &f.min_key)
+        .min_by(|a, b| data_file::compare_keys(a, b, kt));
+    let max = l0
+        .iter()
+        .map(|f| &f.max_key)
+        .max_by(|a, b| data_file::compare_keys(a, b, kt));
+    let (Some(lo), Some(hi)) = (min, max) else {
+        return vec![];
+    };
+    all_files
+        .iter()
+        .filter(|f| f.level > 0)
+        .filter(|f| {
+            !inputs
+                .iter()
+                .any(|i| i.file_name == f.file_name && i.level == f.level)
+        })
+        .filter(|f| {
+            data_file::compare_keys(&f.max_key, lo, kt).is_ge()
+                && data_file::compare_keys(&f.min_key, hi, kt).is_le()
+        })
+        .cloned()
+        .collect()
 }
 
 /// Rewrites the job's inputs into its output level; returns the new files, written and durable but
@@ -300,47 +439,28 @@ pub(crate) async fn rewrite(
         all_files,
         inputs,
         output_level,
+        vectors,
     } = job;
     let started = std::time::Instant::now();
     let dir = table.bucket_dir(partition, bucket)?;
     let pk = layout.is_primary_key_table();
-    // Deletes can go only when no older data lies below the output level.
-    let drop_delete = output_level != 0 && output_level >= highest_level(&sorted_runs(all_files));
+    // Deletes can go only when no older data lies below the output level; with deletion vectors
+    // the older copies below are marked deleted instead, so they go at every level above 0.
+    let drop_delete = output_level != 0
+        && (vectors.is_some() || output_level >= highest_level(&sorted_runs(all_files)));
     let changelog = compaction_changelog(layout, inputs, output_level);
+    // Deletion vectors: a key of a level-0 input may have its old copy in a level above the
+    // output (Paimon's lookup); that copy is merged in and marked deleted.
+    let dv_lookup =
+        vectors.is_some() && pk && output_level > 0 && inputs.iter().any(|f| f.level == 0);
     // Lookup: the before image of a key may lie in higher levels the compaction does not rewrite;
     // those files (the ones overlapping the level-0 inputs' keys) are read alongside.
-    let lookup_files: Vec<DataFileMeta> = match changelog {
-        Some(CompactionChangelog::Lookup { .. }) => {
-            let l0: Vec<&DataFileMeta> = inputs.iter().filter(|f| f.level == 0).collect();
-            let kt = &layout.key_types;
-            let min = l0
-                .iter()
-                .map(|f| &f.min_key)
-                .min_by(|a, b| data_file::compare_keys(a, b, kt));
-            let max = l0
-                .iter()
-                .map(|f| &f.max_key)
-                .max_by(|a, b| data_file::compare_keys(a, b, kt));
-            all_files
-                .iter()
-                .filter(|f| f.level > 0)
-                .filter(|f| {
-                    !inputs
-                        .iter()
-                        .any(|i| i.file_name == f.file_name && i.level == f.level)
-                })
-                .filter(|f| match (min, max) {
-                    (Some(lo), Some(hi)) => {
-                        data_file::compare_keys(&f.max_key, lo, kt).is_ge()
-                            && data_file::compare_keys(&f.min_key, hi, kt).is_le()
-                    }
-                    _ => false,
-                })
-                .cloned()
-                .collect()
-        }
-        _ => vec![],
-    };
+    let lookup_files: Vec<DataFileMeta> =
+        if dv_lookup || matches!(changelog, Some(CompactionChangelog::Lookup { .. })) {
+            lookup_candidates(layout, all_files, inputs)
+        } else {
+            vec![]
+        };
     let input_bytes: i64 = inputs.iter().map(|f| f.file_size).sum();
     let input_rows: i64 = inputs.iter().map(|f| f.row_count).sum();
     let lookup_rows: i64 = lookup_files.iter().map(|f| f.row_count).sum();
@@ -385,9 +505,25 @@ pub(crate) async fn rewrite(
     table
         .load_file_schemas(inputs.iter().chain(&lookup_files))
         .await?;
-    let file_ref = |f: &DataFileMeta| table.file_ref(&dir, f);
+    // Each file with the rows its deletion vector marks (left out when read); lookup files also
+    // with their ordinal, so that the rows read from them carry where they sit.
+    let lookup_names: Vec<String> = lookup_files.iter().map(|f| f.file_name.clone()).collect();
+    let run_file = |f: &DataFileMeta, positioned: bool| -> Result<RunFile> {
+        Ok(RunFile {
+            file: table.file_ref(&dir, f)?,
+            deleted: vectors.and_then(|v| v.of(&f.file_name)).cloned(),
+            ordinal: if positioned && dv_lookup {
+                lookup_names
+                    .iter()
+                    .position(|n| *n == f.file_name)
+                    .map(|i| i as u32)
+            } else {
+                None
+            },
+        })
+    };
     // Runs in key order; each run's files are read one at a time.
-    let mut runs: Vec<Vec<FileRef>> = Vec::new();
+    let mut runs: Vec<Vec<RunFile>> = Vec::new();
     let mut run_levels: Vec<i32> = Vec::new();
     if !pk {
         // Append files are concatenated oldest first.
@@ -396,7 +532,7 @@ pub(crate) async fn rewrite(
         runs.push(
             files
                 .iter()
-                .map(|f| file_ref(f))
+                .map(|f| run_file(f, false))
                 .collect::<Result<Vec<_>>>()?,
         );
     }
@@ -405,31 +541,52 @@ pub(crate) async fn rewrite(
     if pk {
         let input_ordered = data_file::key_ordered_runs(inputs, &layout.key_types);
         input_runs = input_ordered.len();
-        for files in input_ordered.into_iter().chain(data_file::key_ordered_runs(
-            &lookup_files,
-            &layout.key_types,
-        )) {
+        for (i, files) in input_ordered
+            .into_iter()
+            .chain(data_file::key_ordered_runs(
+                &lookup_files,
+                &layout.key_types,
+            ))
+            .enumerate()
+        {
             run_levels.push(files.first().map(|f| f.level).unwrap_or(0));
-            runs.push(files.iter().map(file_ref).collect::<Result<Vec<_>>>()?);
+            runs.push(
+                files
+                    .iter()
+                    .map(|f| run_file(f, i >= input_runs))
+                    .collect::<Result<Vec<_>>>()?,
+            );
         }
     }
     let max_level = picker_options(&layout.options).max_level;
     let task = move || -> Result<Rewritten> {
         let mut outputs = outputs;
         let mut changelog_outputs = changelog_outputs;
+        let schema = Arc::clone(&layout.file_schema);
+        let positioned = data_file::with_position_column(&schema);
+        let streams: Vec<RunStream> = runs
+            .into_iter()
+            .map(|files| {
+                data_file::vector_run_stream(
+                    handle.clone(),
+                    io.clone(),
+                    Arc::clone(&schema),
+                    Arc::clone(&positioned),
+                    files,
+                )
+            })
+            .collect();
         if !pk {
             // Append inputs are given in sequence order; keep it.
-            for file in runs.iter().flatten() {
-                for b in data_file::read_file(&handle, &io, file, &layout.file_schema)? {
-                    outputs.accept(b)?;
-                }
+            for b in streams.into_iter().flatten() {
+                outputs.accept(b?)?;
             }
             return Ok(Rewritten {
                 files: outputs.finish()?,
                 changelog: vec![],
+                marks: Marks::new(),
             });
         }
-        let streams: Vec<RunStream> = data_file::run_streams(&handle, &io, &layout, runs);
         let all: Vec<usize> = (0..layout.schema.fields.len()).collect();
         let spec = layout.merge_spec(&all, !drop_delete);
         let read_spec = layout.merge_spec(&all, false);
@@ -442,10 +599,24 @@ pub(crate) async fn rewrite(
             }
             None => (vec![], true),
         };
+        let mut marks = Marks::new();
+        let mut old_copies = dv_lookup
+            .then(|| OldCopies::new(&schema, spec.key_count, input_runs))
+            .transpose()?;
         stream_chunks(streams, spec.key_count, |chunk| {
+            // With deletion vectors, the old copies of the keys rewritten join the merge (they
+            // are older than every input) and are marked deleted where they are.
+            let cleaned;
+            let chunk = match old_copies.as_mut() {
+                Some(o) => {
+                    cleaned = o.take(chunk, &lookup_names, &mut marks)?;
+                    &cleaned[..]
+                }
+                None => chunk,
+            };
             let slices: Vec<RecordBatch> = chunk
                 .iter()
-                .filter(|(run, _)| *run < input_runs)
+                .filter(|(run, _)| *run < input_runs || dv_lookup)
                 .map(|(_, b)| b.clone())
                 .collect();
             if let Some(merged) = merge_runs(&slices, &spec)? {
@@ -465,6 +636,7 @@ pub(crate) async fn rewrite(
                 Some(c) => c.finish()?,
                 None => vec![],
             },
+            marks,
         })
     };
     let rewritten = tokio::task::spawn_blocking(task).await.map_err(|e| {
@@ -533,6 +705,23 @@ impl Table {
             .await?;
         let opts = picker_options(&layout.options);
         let namer = FileNamer::default();
+        // Tables that look up older levels at compaction (deletion vectors, the `lookup`
+        // producer) always move level 0 up, as Paimon's ForceUpLevel0Compaction does.
+        let force = if full {
+            Some(Force::Full)
+        } else if layout.deletion_vectors()
+            || layout.changelog_producer == ChangelogProducer::Lookup
+        {
+            Some(Force::Level0)
+        } else {
+            None
+        };
+        // Deletion vectors: each bucket's, as of the planned snapshot, go into its compaction.
+        let dv = CoreOptions::new(&layout.schema.options).flag(DELETION_VECTORS);
+        let index = match (&plan_.snapshot, dv) {
+            (Some(s), true) => Some((s.id, self.manifest_manager().index_entries(s).await?)),
+            _ => None,
+        };
         let mut messages: Vec<CommitMessage> = Vec::new();
         let mut report = CompactReport::default();
         let total_buckets = layout.total_buckets();
@@ -540,7 +729,7 @@ impl Table {
             .splits
             .into_iter()
             .filter_map(|split| {
-                let (inputs, level) = plan(&layout, &split.files, &opts, full)?;
+                let (inputs, level) = plan_forced(&layout, &split.files, &opts, force)?;
                 Some((split, inputs, level))
             })
             .collect();
@@ -552,15 +741,41 @@ impl Table {
                 return Err(e);
             }
             let (partition, bucket, files) = (split.partition, split.bucket, split.files);
+            let vectors = match &index {
+                Some((id, entries)) => {
+                    match self
+                        .bucket_vectors(*id, entries, &partition, bucket, &files)
+                        .await
+                    {
+                        Ok(v) => Some(v),
+                        Err(e) => {
+                            self.discard_rewritten(&messages).await;
+                            return Err(e);
+                        }
+                    }
+                }
+                None => None,
+            };
             let job = BucketCompaction {
                 partition: &partition,
                 bucket,
                 all_files: &files,
                 inputs: &inputs,
                 output_level: level,
+                vectors: vectors.as_ref(),
             };
-            let out = match rewrite(self, &layout, &namer, job).await {
-                Ok(out) => out,
+            let written = match rewrite(self, &layout, &namer, job).await {
+                Ok(out) => match &vectors {
+                    Some(v) => self
+                        .write_vectors(&namer, &v.after(&inputs, &out.marks))
+                        .await
+                        .map(|change| (out, Some(change))),
+                    None => Ok((out, None)),
+                },
+                Err(e) => Err(e),
+            };
+            let (out, change) = match written {
+                Ok(w) => w,
                 Err(e) => {
                     self.discard_rewritten(&messages).await;
                     return Err(e);
@@ -578,6 +793,7 @@ impl Table {
                 compact_before: inputs,
                 compact_after: out.files,
                 compact_changelog: out.changelog,
+                vectors: change,
                 ..CommitMessage::empty(partition, bucket, total_buckets)
             });
         }
@@ -605,8 +821,17 @@ impl Table {
             let Ok(dir) = self.bucket_dir(&m.partition, m.bucket) else {
                 continue;
             };
-            for f in m.compact_after.iter().chain(&m.compact_changelog) {
-                let path = format!("{dir}/{}", f.file_name);
+            let index = m
+                .vectors
+                .iter()
+                .filter_map(|v| v.file.as_ref())
+                .map(|f| self.manifest_manager().index_path(f));
+            let data = m
+                .compact_after
+                .iter()
+                .chain(&m.compact_changelog)
+                .map(|f| format!("{dir}/{}", f.file_name));
+            for path in data.chain(index) {
                 if let Err(e) = self.io().delete(&path).await {
                     tracing::warn!(%path, error = %e, "could not remove an uncommitted compaction output");
                 }

@@ -510,6 +510,109 @@ pub(crate) fn run_stream(
     }))
 }
 
+/// A data file of a compaction's sorted run: the rows its deletion vector marks are left out, and
+/// with an ordinal every row read carries where it sits ([`with_position_column`]).
+#[derive(Debug, Clone)]
+pub(crate) struct RunFile {
+    pub(crate) file: FileRef,
+    pub(crate) deleted: Option<roaring::RoaringBitmap>,
+    pub(crate) ordinal: Option<u32>,
+}
+
+/// Name of the trailing column of positioned reads: `ordinal << 32 | row position in the file`.
+const POSITION_COLUMN: &str = "_POSITION";
+
+/// `schema` with the trailing position column of positioned reads.
+pub(crate) fn with_position_column(schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+    fields.push(Arc::new(arrow::datatypes::Field::new(
+        POSITION_COLUMN,
+        arrow::datatypes::DataType::Int64,
+        false,
+    )));
+    Arc::new(arrow::datatypes::Schema::new(fields))
+}
+
+/// Rows `start..` of `file` as read into `batch`: without its deleted rows, and with the position
+/// column (in `positioned`) when the file has an ordinal.
+fn keep_live_rows(
+    batch: RecordBatch,
+    file: &RunFile,
+    start: u64,
+    positioned: &SchemaRef,
+) -> Result<RecordBatch> {
+    let n = batch.num_rows();
+    let batch = match file.ordinal {
+        None => batch,
+        Some(ordinal) => {
+            if start + n as u64 > u32::MAX as u64 {
+                return crate::error::UnsupportedSnafu {
+                    message: format!(
+                        "data file {} has more rows than a deletion vector can address",
+                        file.file.path
+                    ),
+                }
+                .fail();
+            }
+            let at = (ordinal as i64) << 32;
+            let positions = arrow::array::Int64Array::from_iter_values(
+                (0..n as i64).map(|i| at | (start as i64 + i)),
+            );
+            let mut cols = batch.columns().to_vec();
+            cols.push(Arc::new(positions));
+            RecordBatch::try_new(Arc::clone(positioned), cols).context(ArrowSnafu {
+                context: format!("{}: adding row positions", file.file.path),
+            })?
+        }
+    };
+    let Some(deleted) = &file.deleted else {
+        return Ok(batch);
+    };
+    let keep: arrow::array::BooleanArray = (0..n as u64)
+        .map(|i| Some(u32::try_from(start + i).map_or(true, |p| !deleted.contains(p))))
+        .collect();
+    arrow::compute::filter_record_batch(&batch, &keep).context(ArrowSnafu {
+        context: format!("{}: applying its deletion vector", file.file.path),
+    })
+}
+
+/// A sorted run of [`RunFile`]s read file by file, in `schema` (`positioned` for files with an
+/// ordinal).
+pub(crate) fn vector_run_stream(
+    handle: tokio::runtime::Handle,
+    io: crate::io::FileIo,
+    schema: SchemaRef,
+    positioned: SchemaRef,
+    files: Vec<RunFile>,
+) -> crate::lsm::merge::stream::RunStream {
+    Box::new(files.into_iter().flat_map(move |file| {
+        let batches = handle
+            .block_on(io.read_data(&file.file.path))
+            .and_then(|bytes| {
+                decode_filtered(
+                    &file.file.path,
+                    bytes,
+                    &schema,
+                    None,
+                    file.file.columns.as_ref(),
+                )
+            });
+        let batches = match batches {
+            Ok(bs) => bs,
+            Err(e) => return vec![Err(e)],
+        };
+        let mut start = 0u64;
+        batches
+            .into_iter()
+            .map(|b| {
+                let at = start;
+                start += b.num_rows() as u64;
+                keep_live_rows(b, &file, at, &positioned)
+            })
+            .collect::<Vec<_>>()
+    }))
+}
+
 /// Orders two serialized keys by their values.
 pub(crate) fn compare_keys(
     a: &[u8],

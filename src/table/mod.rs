@@ -10,6 +10,7 @@ pub mod changelog_lifecycle;
 pub mod commit;
 pub mod compact;
 pub mod data_file;
+pub(crate) mod deletion_vectors;
 pub(crate) mod evolution;
 pub mod lifecycle;
 pub mod maintenance;
@@ -25,6 +26,7 @@ use arrow::datatypes::SchemaRef;
 
 pub use crate::schema::layout::TableLayout;
 pub use commit::{CommitOutcome, CommitUserState, Committed, Overwrite, TableCommit};
+pub use deletion_vectors::VectorsChange;
 pub use read::TableRead;
 pub use scan::{Plan, ScanBuilder, SnapshotSelector, Split};
 pub use write::{CommitMessage, TableWrite, WriteOptions};
@@ -282,6 +284,9 @@ impl Table {
         }
         let mut w = self.new_write(options)?;
         w.set_wait_compaction(true);
+        if overwrite.is_some() {
+            w.ignore_previous_files();
+        }
         let mut count = 0i64;
         let written: Result<()> = async {
             while let Some(b) = batches.next().await {

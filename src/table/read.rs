@@ -475,7 +475,7 @@ impl TableRead {
                                 entries,
                                 &dv_partition,
                                 dv_bucket,
-                                &files.iter().map(|f| f.file_name.as_str()).collect(),
+                                Some(&files.iter().map(|f| f.file_name.as_str()).collect()),
                             )
                             .await
                     })?,

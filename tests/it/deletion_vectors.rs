@@ -1,8 +1,9 @@
 //! Deletion-vector tables (`deletion-vectors.enabled`) as Paimon writes them: a batch read skips
 //! level 0 and reads every other file without merging, leaving out the rows the bucket's
 //! `DELETION_VECTORS` index file marks, in either bitmap format; pypaimon reads the same rows.
-//! tidelake does not write deletion vectors yet, so the table here is laid out by hand: a
-//! compacted file, a level-0 file, and index files committed as Paimon's compaction commits them.
+//! The first tables here are laid out by hand (a compacted file, a level-0 file, and index files
+//! committed as Paimon's compaction commits them); the later ones tidelake writes itself, each
+//! commit compacting level 0 up and marking the old copies of the keys it rewrote.
 
 use serde_json::{json, Value};
 use tidelake::error::ErrorKind;
@@ -143,24 +144,29 @@ async fn deleted_rows_are_left_out_as_paimon_and_pypaimon_read_them() {
     let latest = t.snapshot_manager().latest_id().await.unwrap().unwrap();
     assert_eq!(read_rows(&t, Some(latest - 1)).await, deleted);
 
-    // tidelake does not write deletion vectors yet: writes and compactions are refused and
-    // change nothing.
-    let before = t.snapshot_manager().list_ids().await.unwrap();
-    let e = t
+    // 64-bit vectors are read but not written: writing such a table is refused, changing nothing.
+    let mut next = t.schema().as_ref().clone();
+    next.id += 1;
+    next.options
+        .insert("deletion-vectors.bitmap64".into(), "true".into());
+    assert!(t.schema_manager().create(&next).await.unwrap());
+    let t64 = s.catalog.load_table(&id).await.unwrap();
+    let before = t64.snapshot_manager().list_ids().await.unwrap();
+    let e = t64
         .write_batches(
-            &[batch(&t, &rows(&[9], "c"))],
+            &[batch(&t64, &rows(&[9], "c"))],
             WriteOptions::default(),
             None,
         )
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
-    assert!(e.to_string().contains("deletion vectors"), "{e}");
+    assert!(e.to_string().contains("deletion-vectors.bitmap64"), "{e}");
     assert_eq!(
-        t.compact(true, vec![]).await.unwrap_err().kind(),
+        t64.compact(true, vec![]).await.unwrap_err().kind(),
         ErrorKind::Unsupported
     );
-    assert_eq!(t.snapshot_manager().list_ids().await.unwrap(), before);
+    assert_eq!(t64.snapshot_manager().list_ids().await.unwrap(), before);
 
     // A corrupt or missing vector fails the read naming the file; it never reads deleted rows.
     let (mut bytes, metas) = write_32(&[(top.file_name.clone(), [2u32].into_iter().collect())]);
@@ -214,8 +220,12 @@ async fn paimons_rules_for_deletion_vector_options_are_kept() {
             "only supported for NONE/INPUT/LOOKUP changelog producer",
         ),
         (
-            vec![("deletion-vectors.enabled", "true"), ("bucket", "1")],
-            "deletion vectors (deletion-vectors.enabled",
+            vec![
+                ("deletion-vectors.enabled", "true"),
+                ("deletion-vectors.bitmap64", "true"),
+                ("bucket", "1"),
+            ],
+            "deletion-vectors.bitmap64",
         ),
     ]
     .into_iter()
@@ -261,4 +271,280 @@ async fn an_append_table_keeps_its_level_0_files_and_leaves_out_deleted_rows() {
     let want = want(&[1, 3, 4, 5]);
     assert_eq!(read_rows(&t, None).await, want);
     assert_eq!(paimon_rows(s.path(), name, None), want);
+}
+
+/// What a deletion-vector table's latest snapshot holds: (files per level, DV files, marked rows).
+async fn layout_of(t: &tidelake::Table) -> (Vec<i32>, usize, u64) {
+    let plan = t.new_scan().all_levels().plan().await.unwrap();
+    let mut levels: Vec<i32> = plan
+        .splits
+        .iter()
+        .flat_map(|s| s.files.iter().map(|f| f.level))
+        .collect();
+    levels.sort_unstable();
+    let snapshot = t.snapshot_manager().latest().await.unwrap().unwrap();
+    let entries = t.manifest_manager().index_entries(&snapshot).await.unwrap();
+    let dv: Vec<_> = entries
+        .iter()
+        .filter(|e| e.file.index_type == DELETION_VECTORS_INDEX)
+        .collect();
+    let marked = dv
+        .iter()
+        .flat_map(|e| e.file.dv_ranges.iter().flatten())
+        .map(|r| r.cardinality.unwrap_or(0) as u64)
+        .sum();
+    (levels, dv.len(), marked)
+}
+
+fn kinds(rows: &[(i64, &str, &str)]) -> Vec<Value> {
+    rows.iter()
+        .map(|(id, v, op)| json!({"id": id, "v": v, "op": op}))
+        .collect()
+}
+
+/// tidelake writes deletion-vector tables as Paimon does: every commit compacts level 0 up, the
+/// old copies of the keys it rewrote are marked in the bucket's vector file, and batch reads
+/// (tidelake's and pypaimon's) are raw scans that see exactly the model's rows.
+#[tokio::test]
+async fn commits_mark_replaced_rows_and_pypaimon_reads_them() {
+    let s = Scratch::new();
+    let name = "db.dvw";
+    let t = s
+        .create(
+            name,
+            "id BIGINT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[("bucket", "2"), ("deletion-vectors.enabled", "true")],
+        )
+        .await;
+    let mut model: std::collections::BTreeMap<i64, String> = Default::default();
+    let check = |model: &std::collections::BTreeMap<i64, String>| {
+        sorted(
+            model
+                .iter()
+                .map(|(k, v)| vec![json!(k), json!(v)])
+                .collect(),
+        )
+    };
+    let opts = WriteOptions {
+        row_kind_column: Some("op".into()),
+    };
+    let steps: Vec<Vec<(i64, &str, &str)>> = vec![
+        (1..=60).map(|i| (i, "a", "+I")).collect(),
+        (10..=30).map(|i| (i, "b", "+U")).collect(),
+        (40..=50)
+            .map(|i| (i, "", "-D"))
+            .chain([(200, "z", "+I")])
+            .collect(),
+        (25..=45).map(|i| (i, "c", "+U")).collect(),
+        vec![
+            (1, "", "-D"),
+            (2, "d", "+U"),
+            (2, "e", "+U"),
+            (3, "", "-D"),
+            (3, "f", "+I"),
+        ],
+    ];
+    let mut most_marked = 0;
+    for (i, step) in steps.iter().enumerate() {
+        let b = crate::common::batch_with_kinds(&t, &kinds(step));
+        t.write_batches(&[b], opts.clone(), None).await.unwrap();
+        for (id, v, op) in step {
+            if *op == "-D" {
+                model.remove(id);
+            } else {
+                model.insert(*id, v.to_string());
+            }
+        }
+        let (levels, dv_files, marked) = layout_of(&t).await;
+        assert!(!levels.contains(&0), "step {i}: level 0 left: {levels:?}");
+        if i > 0 {
+            // Upserts and deletes of existing keys mark their old copies (a compaction that
+            // rewrites a marked file drops its marks).
+            assert!(dv_files > 0, "step {i}");
+        }
+        most_marked = most_marked.max(marked);
+        assert_eq!(read_rows(&t, None).await, check(&model), "step {i}");
+    }
+    assert!(most_marked >= 10, "{most_marked}");
+    assert_eq!(paimon_rows(s.path(), name, None), check(&model));
+    // pypaimon writes in turn, to level 0 (which batch reads skip until a compaction moves it
+    // up).
+    let py_rows = json!([{"id": 5, "v": "py5"}, {"id": 300, "v": "py300"}]).to_string();
+    crate::common::paimon(&["write", s.path(), name, &py_rows]);
+    assert_eq!(paimon_rows(s.path(), name, None), check(&model));
+    // A compaction (as Paimon's dedicated compaction job) moves every level-0 file up.
+    t.compact(false, vec![]).await.unwrap();
+    assert!(!layout_of(&t).await.0.contains(&0));
+    model.insert(5, "py5".into());
+    model.insert(300, "py300".into());
+    write_rows(&t, &rows(&[301], "t")).await;
+    model.insert(301, "t301".into());
+    assert_eq!(read_rows(&t, None).await, check(&model));
+    assert_eq!(paimon_rows(s.path(), name, None), check(&model));
+    // A point query sees one row per key.
+    let engine = tidelake::sql::SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    let session = tidelake::sql::SqlSession::default();
+    let out = engine
+        .execute(&session, "SELECT v FROM db.dvw WHERE id = 30", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        crate::common::rows(&out.collect().await.unwrap()),
+        [[json!("c")]]
+    );
+    // A full compaction rewrites everything: no row is marked any more (an empty vector file
+    // replaces each bucket's, as Paimon writes it), and the rows stay.
+    t.compact(true, vec![]).await.unwrap();
+    let (_, _, marked) = layout_of(&t).await;
+    assert_eq!(marked, 0);
+    assert_eq!(read_rows(&t, None).await, check(&model));
+    assert_eq!(paimon_rows(s.path(), name, None), check(&model));
+    // Expiry down to one snapshot leaves exactly the vector files the snapshot lists.
+    let mut next = t.schema().as_ref().clone();
+    next.id += 1;
+    for (k, v) in [
+        ("snapshot.num-retained.min", "1"),
+        ("snapshot.num-retained.max", "1"),
+    ] {
+        next.options.insert(k.into(), v.into());
+    }
+    assert!(t.schema_manager().create(&next).await.unwrap());
+    let t = s
+        .catalog
+        .load_table(&Identifier::parse(name).unwrap())
+        .await
+        .unwrap();
+    write_rows(&t, &rows(&[7], "g")).await;
+    model.insert(7, "g7".into());
+    assert_eq!(read_rows(&t, None).await, check(&model));
+    let snapshot = t.snapshot_manager().latest().await.unwrap().unwrap();
+    let listed: std::collections::BTreeSet<String> = t
+        .manifest_manager()
+        .index_entries(&snapshot)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.file.file_name)
+        .collect();
+    let on_disk: std::collections::BTreeSet<String> =
+        std::fs::read_dir(format!("{}/db.db/dvw/index", s.path()))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+    assert_eq!(on_disk, listed);
+}
+
+/// Partial-update and aggregation tables with deletion vectors merge the old copy of a key into
+/// its new one at compaction (Paimon's PersistValueAndPosProcessor), then mark the old copy.
+#[tokio::test]
+async fn engines_that_build_rows_merge_the_old_copy_in() {
+    let s = Scratch::new();
+    let pu = s
+        .create(
+            "db.pu",
+            "id BIGINT NOT NULL, a STRING, b STRING",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "1"),
+                ("deletion-vectors.enabled", "true"),
+                ("merge-engine", "partial-update"),
+            ],
+        )
+        .await;
+    write_rows(
+        &pu,
+        &[json!({"id": 1, "a": "a1"}), json!({"id": 2, "a": "a2"})],
+    )
+    .await;
+    write_rows(&pu, &[json!({"id": 1, "b": "b1"})]).await;
+    write_rows(
+        &pu,
+        &[json!({"id": 2, "b": "b2"}), json!({"id": 3, "b": "b3"})],
+    )
+    .await;
+    let want = sorted(vec![
+        vec![json!(1), json!("a1"), json!("b1")],
+        vec![json!(2), json!("a2"), json!("b2")],
+        vec![json!(3), Value::Null, json!("b3")],
+    ]);
+    assert_eq!(read_rows(&pu, None).await, want);
+    assert_eq!(paimon_rows(s.path(), "db.pu", None), want);
+    assert!(layout_of(&pu).await.2 >= 2);
+
+    let agg = s
+        .create(
+            "db.agg",
+            "id BIGINT NOT NULL, n BIGINT, m BIGINT",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "1"),
+                ("deletion-vectors.enabled", "true"),
+                ("merge-engine", "aggregation"),
+                ("fields.n.aggregate-function", "sum"),
+                ("fields.m.aggregate-function", "max"),
+            ],
+        )
+        .await;
+    for round in 1..=4i64 {
+        let rows: Vec<Value> = (1..=3)
+            .map(|id| json!({"id": id, "n": id * round, "m": (round * 7) % 5}))
+            .collect();
+        write_rows(&agg, &rows).await;
+    }
+    // n: id * (1 + 2 + 3 + 4); m: max of 2, 4, 1, 3.
+    let want = sorted(
+        (1..=3)
+            .map(|id: i64| vec![json!(id), json!(id * 10), json!(4)])
+            .collect(),
+    );
+    assert_eq!(read_rows(&agg, None).await, want);
+    assert_eq!(paimon_rows(s.path(), "db.agg", None), want);
+}
+
+/// The newcomer's table with deletion vectors, through SQL: dynamic buckets (Paimon's default),
+/// INSERT, UPDATE and DELETE; each statement's commit leaves nothing at level 0.
+#[tokio::test]
+async fn sql_statements_on_a_dynamic_bucket_deletion_vector_table() {
+    let s = Scratch::new();
+    let engine = tidelake::sql::SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    let session = tidelake::sql::SqlSession::default();
+    let run = |sql: &'static str| {
+        let engine = engine.clone();
+        let session = session.clone();
+        async move {
+            let out = engine.execute(&session, sql, &[]).await.unwrap();
+            crate::common::rows(&out.collect().await.unwrap())
+        }
+    };
+    run("CREATE DATABASE db").await;
+    run("CREATE TABLE db.t (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('deletion-vectors.enabled' = 'true')").await;
+    run("INSERT INTO db.t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')").await;
+    run("UPDATE db.t SET v = 'bb' WHERE id = 2").await;
+    run("DELETE FROM db.t WHERE id = 3").await;
+    run("INSERT INTO db.t VALUES (4, 'dd'), (5, 'e')").await;
+    let got = run("SELECT id, v FROM db.t ORDER BY id").await;
+    let want: Vec<Vec<Value>> = [(1, "a"), (2, "bb"), (4, "dd"), (5, "e")]
+        .iter()
+        .map(|(i, v)| vec![json!(i), json!(v)])
+        .collect();
+    assert_eq!(got, want);
+    let t = s
+        .catalog
+        .load_table(&Identifier::new("db", "t"))
+        .await
+        .unwrap();
+    let (levels, dv_files, marked) = layout_of(&t).await;
+    assert!(!levels.contains(&0), "{levels:?}");
+    assert!(dv_files >= 1 && marked >= 3, "{dv_files} {marked}");
+    assert_eq!(paimon_rows(s.path(), "db.t", None), sorted(want));
+    // An overwrite's rows are compacted up at once: readers see them, not the replaced ones.
+    run("INSERT OVERWRITE db.t VALUES (9, 'z'), (2, 'y')").await;
+    let got = run("SELECT id, v FROM db.t ORDER BY id").await;
+    let want = vec![vec![json!(2), json!("y")], vec![json!(9), json!("z")]];
+    assert_eq!(got, want);
+    assert_eq!(paimon_rows(s.path(), "db.t", None), want);
 }

@@ -1,6 +1,7 @@
 //! Property test: random upserts, deletes, buffer spills, writer restarts and commits on a
-//! primary-key table (fixed buckets, or dynamic buckets of two keys each), each read (latest and
-//! every earlier snapshot) compared with a BTreeMap model. A nested column (ARRAY<BIGINT>, given
+//! primary-key table (fixed buckets, or dynamic buckets of two keys each; with or without
+//! deletion vectors), each read (latest and every earlier snapshot) compared with a BTreeMap
+//! model. A nested column (ARRAY<BIGINT>, given
 //! with Arrow's own item name) rides along through spills, merges and compactions.
 
 use std::collections::BTreeMap;
@@ -107,7 +108,12 @@ fn model_rows(m: &Model) -> Vec<Vec<Value>> {
     )
 }
 
-async fn run(ops: Vec<Op>, spill_rows: usize, buckets: i32) -> Result<(), TestCaseError> {
+async fn run(
+    ops: Vec<Op>,
+    spill_rows: usize,
+    buckets: i32,
+    deletion_vectors: bool,
+) -> Result<(), TestCaseError> {
     let catalog = Catalog::new(FileIo::memory());
     let id = Identifier::new("db", "t");
     let def = TableDefinition {
@@ -122,6 +128,10 @@ async fn run(ops: Vec<Op>, spill_rows: usize, buckets: i32) -> Result<(), TestCa
             ("bucket".to_string(), buckets.to_string()),
             ("write-buffer-rows".to_string(), spill_rows.to_string()),
             ("dynamic-bucket.target-row-num".to_string(), "2".to_string()),
+            (
+                "deletion-vectors.enabled".to_string(),
+                deletion_vectors.to_string(),
+            ),
         ]
         .into_iter()
         .collect(),
@@ -211,8 +221,9 @@ proptest! {
         ops in prop::collection::vec(op(), 1..40),
         spill_rows in prop_oneof![Just(1usize), Just(3), Just(7), Just(1000)],
         buckets in prop_oneof![Just(-1i32), 1..4i32],
+        deletion_vectors in any::<bool>(),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(run(ops, spill_rows, buckets))?;
+        rt.block_on(run(ops, spill_rows, buckets, deletion_vectors))?;
     }
 }

@@ -27,6 +27,14 @@ pub(crate) enum Conflict {
     },
     /// The result would hold two files with overlapping keys in one level >= 1.
     Overlap { a: String, b: String },
+    /// The bucket's deletion vectors changed since the compaction read them.
+    VectorsChanged {
+        bucket: i32,
+        base: Option<String>,
+        now: Option<String>,
+    },
+    /// A new deletion vector marks rows of a file that is no longer live.
+    VectorOfGoneFile { file: String, bucket: i32 },
 }
 
 impl fmt::Display for Conflict {
@@ -39,6 +47,16 @@ impl fmt::Display for Conflict {
             Conflict::Overlap { a, b } => write!(
                 f,
                 "LSM conflicts detected: files {a} and {b} overlap in one level; give up committing"
+            ),
+            Conflict::VectorsChanged { bucket, base, now } => write!(
+                f,
+                "deletion vector conflict: bucket {bucket}'s deletion-vector file is {} but the compaction read {}; give up committing",
+                now.as_deref().unwrap_or("none"),
+                base.as_deref().unwrap_or("none")
+            ),
+            Conflict::VectorOfGoneFile { file, bucket } => write!(
+                f,
+                "deletion vector conflict: the compaction marks rows of {file} (bucket {bucket}), which is no longer live; give up committing"
             ),
         }
     }
@@ -68,6 +86,55 @@ pub(crate) fn check_compaction(
     };
     let result = crate::manifest::fold_entries(live.iter().chain(changes).cloned());
     Ok(overlapping_files(&result, key_types)?.map(|(a, b)| Conflict::Overlap { a, b }))
+}
+
+/// A compaction's new deletion-vector file of one bucket and the bucket's file it was derived
+/// from.
+#[derive(Debug, Clone)]
+pub(crate) struct VectorsBase {
+    pub(crate) partition: Vec<u8>,
+    pub(crate) bucket: i32,
+    pub(crate) base: Option<String>,
+    pub(crate) file: Option<crate::spec::index_manifest::IndexFileMeta>,
+}
+
+/// Whether new deletion-vector files still apply to the latest snapshot: each bucket's current
+/// file (in `index`) must be the one its new file was derived from (else marks another
+/// compactor made would be lost), and every data file a new vector marks must be live in `after`
+/// (the latest live files with the compaction applied).
+pub(crate) fn check_vectors(
+    index: &[crate::spec::index_manifest::IndexManifestEntry],
+    after: &[ManifestEntry],
+    changes: &[VectorsBase],
+) -> Option<Conflict> {
+    for c in changes {
+        let now = crate::table::deletion_vectors::bucket_file(index, &c.partition, c.bucket)
+            .map(|e| e.file.file_name.clone());
+        if now != c.base {
+            return Some(Conflict::VectorsChanged {
+                bucket: c.bucket,
+                base: c.base.clone(),
+                now,
+            });
+        }
+        let live: HashSet<&str> = after
+            .iter()
+            .filter(|e| e.partition == c.partition && e.bucket == c.bucket)
+            .map(|e| e.file.file_name.as_str())
+            .collect();
+        if let Some(gone) = c
+            .file
+            .iter()
+            .flat_map(|f| f.dv_ranges.iter().flatten())
+            .find(|r| !live.contains(r.data_file.as_str()))
+        {
+            return Some(Conflict::VectorOfGoneFile {
+                file: gone.data_file.clone(),
+                bucket: c.bucket,
+            });
+        }
+    }
+    None
 }
 
 /// A file's key range: min key, max key, file name.
@@ -340,6 +407,66 @@ mod tests {
 
     fn key_types() -> Vec<DataType> {
         vec!["BIGINT NOT NULL".parse().unwrap()]
+    }
+
+    #[test]
+    fn deletion_vectors_commit_only_on_their_base_and_live_files() {
+        use crate::spec::index_manifest::{DeletionVectorMeta, IndexFileMeta, IndexManifestEntry};
+        let dv_file = |name: &str, marked: &[&str]| IndexFileMeta {
+            index_type: crate::spec::index_manifest::DELETION_VECTORS_INDEX.into(),
+            file_name: name.into(),
+            file_size: 1,
+            row_count: marked.len() as i64,
+            dv_ranges: Some(
+                marked
+                    .iter()
+                    .map(|f| DeletionVectorMeta {
+                        data_file: f.to_string(),
+                        offset: 1,
+                        length: 1,
+                        cardinality: Some(1),
+                    })
+                    .collect(),
+            ),
+            external_path: None,
+            global_index: None,
+        };
+        let index = vec![IndexManifestEntry {
+            kind: FileKind::Add,
+            partition: binary_row::empty_row(),
+            bucket: 0,
+            file: dv_file("index-1", &["a"]),
+        }];
+        let live = vec![entry("a", 5, 0, 9), entry("b", 5, 10, 19)];
+        let change = |base: Option<&str>, marked: &[&str]| VectorsBase {
+            partition: binary_row::empty_row(),
+            bucket: 0,
+            base: base.map(String::from),
+            file: Some(dv_file("index-2", marked)),
+        };
+        assert_eq!(
+            check_vectors(&index, &live, &[change(Some("index-1"), &["a", "b"])]),
+            None
+        );
+        // Another compactor replaced the bucket's vectors since.
+        assert!(matches!(
+            check_vectors(&index, &live, &[change(None, &["b"])]),
+            Some(Conflict::VectorsChanged { .. })
+        ));
+        // A marked file was rewritten meanwhile.
+        assert_eq!(
+            check_vectors(&index, &live[..1], &[change(Some("index-1"), &["b"])]),
+            Some(Conflict::VectorOfGoneFile {
+                file: "b".into(),
+                bucket: 0
+            })
+        );
+        // A compaction that changed no vector still checks its base.
+        let unchanged = VectorsBase {
+            file: None,
+            ..change(Some("index-0"), &[])
+        };
+        assert!(check_vectors(&index, &live, &[unchanged]).is_some());
     }
 
     #[test]

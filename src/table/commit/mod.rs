@@ -37,7 +37,7 @@ use crate::error::{ConflictSnafu, ErrorKind, Result};
 use crate::manifest::FileNamer;
 use crate::schema::layout::TableLayout;
 use crate::spec::binary_row::Datum;
-use crate::spec::index_manifest::{self, IndexManifestEntry, HASH_INDEX};
+use crate::spec::index_manifest::{self, IndexFileMeta, IndexManifestEntry, HASH_INDEX};
 use crate::spec::manifest::{FileKind, ManifestEntry, ManifestFileMeta};
 use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
 use crate::spec::DataFileMeta;
@@ -154,12 +154,18 @@ impl TableCommit {
         };
         let adds = entries(|m| &m.new_files, FileKind::Add);
         let index = IndexChanges::of(&messages);
+        let vectors = IndexChanges::vectors(&messages);
         let changelog = entries(|m| &m.changelog_files, FileKind::Add);
         let compact_changelog = entries(|m| &m.compact_changelog, FileKind::Add);
         let mut compaction = entries(|m| &m.compact_before, FileKind::Delete);
         compaction.extend(entries(|m| &m.compact_after, FileKind::Add));
         let mut snapshots = Vec::new();
-        if adds.is_empty() && overwrite.is_none() && compaction.is_empty() && index.is_none() {
+        if adds.is_empty()
+            && overwrite.is_none()
+            && compaction.is_empty()
+            && index.is_none()
+            && vectors.is_none()
+        {
             return Ok(Committed {
                 outcome: CommitOutcome::Empty,
                 snapshots,
@@ -197,6 +203,7 @@ impl TableCommit {
                     Replaces {
                         overwrite: overwrite.as_ref(),
                         index: index.as_ref(),
+                        vectors: None,
                     },
                     identifier,
                     fence,
@@ -207,12 +214,8 @@ impl TableCommit {
                 Err(e) => {
                     if e.kind() == ErrorKind::Conflict {
                         // Nothing of this commit was published: its files are garbage.
-                        self.remove_unpublished(
-                            &messages,
-                            |m| [&m.new_files, &m.changelog_files],
-                            true,
-                        )
-                        .await;
+                        self.remove_unpublished(&messages, Unpublished::NewData)
+                            .await;
                     }
                     return Err(e);
                 }
@@ -222,7 +225,7 @@ impl TableCommit {
                 fence = fence.map(|_| id);
             }
         }
-        if !compaction.is_empty() || (!appends && index.is_some()) {
+        if !compaction.is_empty() || (!appends && index.is_some()) || vectors.is_some() {
             outcome = match self
                 .try_commit(
                     CommitKind::Compact,
@@ -231,6 +234,7 @@ impl TableCommit {
                     Replaces {
                         overwrite: None,
                         index: index.as_ref().filter(|_| !appends),
+                        vectors: vectors.as_ref(),
                     },
                     identifier,
                     fence,
@@ -247,13 +251,13 @@ impl TableCommit {
                 // work to redo later. Its files were never published.
                 Err(e) if outcome != CommitOutcome::Empty && e.kind() == ErrorKind::Conflict => {
                     tracing::warn!(table = %self.table.identifier(), error = %e, "compaction not committed");
-                    self.remove_unpublished(&messages, COMPACTION_OUTPUTS, false)
+                    self.remove_unpublished(&messages, Unpublished::Compaction)
                         .await;
                     outcome
                 }
                 Err(e) => {
                     if e.kind() == ErrorKind::Conflict {
-                        self.remove_unpublished(&messages, COMPACTION_OUTPUTS, false)
+                        self.remove_unpublished(&messages, Unpublished::Compaction)
                             .await;
                     }
                     return Err(e);
@@ -308,17 +312,23 @@ impl TableCommit {
     }
 
     /// Deletes the files of `messages` that `which` names (outputs of a commit that was not
-    /// published), and with `index` their new index files too.
-    async fn remove_unpublished(
-        &self,
-        messages: &[CommitMessage],
-        which: fn(&CommitMessage) -> [&Vec<DataFileMeta>; 2],
-        index: bool,
-    ) {
+    /// published): the new data with its index files, or a compaction's outputs with its
+    /// deletion vectors.
+    async fn remove_unpublished(&self, messages: &[CommitMessage], which: Unpublished) {
         let mm = self.table.manifest_manager();
         for m in messages {
+            let (files, index): ([&Vec<DataFileMeta>; 2], Vec<&IndexFileMeta>) = match which {
+                Unpublished::NewData => (
+                    [&m.new_files, &m.changelog_files],
+                    m.index_files.iter().collect(),
+                ),
+                Unpublished::Compaction => (
+                    [&m.compact_after, &m.compact_changelog],
+                    m.vectors.iter().filter_map(|v| v.file.as_ref()).collect(),
+                ),
+            };
             if let Ok(dir) = self.table.bucket_dir(&m.partition, m.bucket) {
-                for f in which(m).into_iter().flatten() {
+                for f in files.into_iter().flatten() {
                     let _ = self
                         .table
                         .io()
@@ -326,7 +336,7 @@ impl TableCommit {
                         .await;
                 }
             }
-            for f in m.index_files.iter().filter(|_| index) {
+            for f in index {
                 let _ = self.table.io().delete(&mm.index_path(f)).await;
             }
         }
@@ -343,7 +353,12 @@ impl TableCommit {
         identifier: i64,
         fence: Option<i64>,
     ) -> Result<CommitOutcome> {
-        let Replaces { overwrite, index } = replaces;
+        let Replaces {
+            overwrite,
+            index,
+            vectors,
+        } = replaces;
+        let index = IndexChanges::and(index, vectors);
         let table = &self.table;
         let started = std::time::Instant::now();
         let layout = table.layout()?;
@@ -383,7 +398,16 @@ impl TableCommit {
                 let key_types = layout
                     .is_primary_key_table()
                     .then_some(layout.key_types.as_slice());
-                if let Some(conflict) = decide::check_compaction(&live, &adds, key_types)? {
+                let mut conflict = decide::check_compaction(&live, &adds, key_types)?;
+                if let (None, Some(v)) = (&conflict, vectors) {
+                    let current = match &latest {
+                        Some(s) => mm.index_entries(s).await?,
+                        None => vec![],
+                    };
+                    let after = crate::manifest::fold_entries(live.iter().chain(&adds).cloned());
+                    conflict = decide::check_vectors(&current, &after, &v.vector_bases);
+                }
+                if let Some(conflict) = conflict {
                     crate::metrics::metrics().commit_conflicts.inc();
                     return ConflictSnafu {
                         table: table.identifier().to_string(),
@@ -410,7 +434,7 @@ impl TableCommit {
                     &mut adds_manifest,
                 )
                 .await?;
-            let index_manifest = match index {
+            let index_manifest = match &index {
                 Some(ix) => match self.write_index(ix, latest.as_ref()).await {
                     Ok(name) => {
                         lists.written.push(name.clone());
@@ -597,9 +621,12 @@ impl TableCommit {
     }
 }
 
-/// The files a compaction wrote.
-const COMPACTION_OUTPUTS: fn(&CommitMessage) -> [&Vec<DataFileMeta>; 2] =
-    |m| [&m.compact_after, &m.compact_changelog];
+/// Which files of a commit's messages were not published.
+#[derive(Debug, Clone, Copy)]
+enum Unpublished {
+    NewData,
+    Compaction,
+}
 
 /// What a commit replaces besides adding files: an overwrite's files and the index files its new
 /// ones take the place of.
@@ -607,14 +634,18 @@ const COMPACTION_OUTPUTS: fn(&CommitMessage) -> [&Vec<DataFileMeta>; 2] =
 struct Replaces<'a> {
     overwrite: Option<&'a Overwrite>,
     index: Option<&'a IndexChanges>,
+    /// A compaction's new deletion-vector files, checked against their bases.
+    vectors: Option<&'a IndexChanges>,
 }
 
-/// The index files a commit adds (HASH files of dynamic buckets) and, per partition, the HASH
-/// files its writer assigned from: (bucket, file name).
+/// The index files a commit adds (HASH files of dynamic buckets, or a compaction's deletion
+/// vectors) and, per partition, the HASH files its writer assigned from: (bucket, file name).
 #[derive(Debug)]
 struct IndexChanges {
     entries: Vec<IndexManifestEntry>,
     bases: std::collections::BTreeMap<Vec<u8>, Vec<(i32, String)>>,
+    /// Per new deletion-vector file: the bucket's file it was derived from.
+    vector_bases: Vec<decide::VectorsBase>,
 }
 
 impl IndexChanges {
@@ -634,7 +665,58 @@ impl IndexChanges {
             .iter()
             .filter_map(|m| Some((m.partition.clone(), m.index_base.clone()?)))
             .collect();
-        (!entries.is_empty()).then_some(Self { entries, bases })
+        (!entries.is_empty()).then_some(Self {
+            entries,
+            bases,
+            vector_bases: vec![],
+        })
+    }
+
+    /// The deletion-vector files of the compactions in `messages`.
+    fn vectors(messages: &[CommitMessage]) -> Option<Self> {
+        let (entries, vector_bases) = messages
+            .iter()
+            .filter_map(|m| {
+                let v = m.vectors.as_ref()?;
+                let entry = v.file.as_ref().map(|file| IndexManifestEntry {
+                    kind: FileKind::Add,
+                    partition: m.partition.clone(),
+                    bucket: m.bucket,
+                    file: file.clone(),
+                });
+                let base = decide::VectorsBase {
+                    partition: m.partition.clone(),
+                    bucket: m.bucket,
+                    base: v.base.clone(),
+                    file: v.file.clone(),
+                };
+                Some((entry, base))
+            })
+            .unzip::<_, _, Vec<_>, Vec<_>>();
+        let entries: Vec<IndexManifestEntry> = entries.into_iter().flatten().collect();
+        (!vector_bases.is_empty()).then_some(Self {
+            entries,
+            bases: Default::default(),
+            vector_bases,
+        })
+    }
+
+    /// `self` and `other` in one.
+    fn and(a: Option<&Self>, b: Option<&Self>) -> Option<Self> {
+        let mut out: Option<Self> = None;
+        for x in [a, b].into_iter().flatten() {
+            let o = out.get_or_insert_with(|| Self {
+                entries: vec![],
+                bases: Default::default(),
+                vector_bases: vec![],
+            });
+            o.entries.extend(x.entries.iter().cloned());
+            o.bases
+                .extend(x.bases.iter().map(|(k, v)| (k.clone(), v.clone())));
+            o.vector_bases.extend(x.vector_bases.iter().cloned());
+        }
+        // Only checks, no file: the index manifest stays as it is.
+        out.filter(|o| !o.entries.is_empty())
     }
 }
 

@@ -15,10 +15,12 @@ use crate::lsm::levels::{same_file, Levels};
 use crate::lsm::{PendingRun, WriteBuffer};
 use crate::manifest::FileNamer;
 use crate::schema::layout::TableLayout;
+use crate::spec::index_manifest::IndexManifestEntry;
 use crate::spec::manifest::FileSource;
 use crate::spec::{DataFileMeta, RowKind};
 use crate::table::compact::{self, Force, Rewritten};
 use crate::table::data_file;
+use crate::table::deletion_vectors::{BucketVectors, Marks, VectorsChange};
 use crate::table::Table;
 
 /// What every bucket writer of one table shares.
@@ -117,38 +119,55 @@ impl SpillJob {
     }
 }
 
-/// A compaction running beside the writer.
+/// A bucket's deletion vectors as its writer knows them (`deletion-vectors.enabled` tables).
+#[derive(Debug, Clone)]
+pub(super) enum VectorSlot {
+    /// The table has none.
+    Off,
+    /// Not read yet: those of the snapshot (id, index entries) the writer's view of the bucket's
+    /// files was read from, with this writer's compaction window on top.
+    Unloaded(i64, Arc<Vec<IndexManifestEntry>>),
+    Loaded(Arc<BucketVectors>),
+}
+
+/// A compaction running beside the writer; it ends with the vectors it started from.
 #[derive(Debug)]
 struct RunningCompaction {
     inputs: Vec<DataFileMeta>,
-    task: tokio::task::JoinHandle<Result<Rewritten>>,
+    task: tokio::task::JoinHandle<Result<(Rewritten, Option<Arc<BucketVectors>>)>>,
 }
 
 /// Compactions of one bucket since the last commit: the committed files they replaced, the files
-/// they wrote, and the changelog files they produced.
+/// they wrote, the changelog files they produced and the rows they marked deleted.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct CompactionWindow {
     pub(super) before: Vec<DataFileMeta>,
     pub(super) after: Vec<DataFileMeta>,
     pub(super) changelog: Vec<DataFileMeta>,
+    pub(super) marks: Marks,
 }
 
 impl CompactionWindow {
     fn is_empty(&self) -> bool {
-        self.before.is_empty() && self.after.is_empty() && self.changelog.is_empty()
+        self.before.is_empty()
+            && self.after.is_empty()
+            && self.changelog.is_empty()
+            && self.marks.is_empty()
     }
 
     /// Adds a finished compaction. An input that an earlier compaction of this window wrote was
     /// never committed: it leaves `after` instead of joining `before`, and is returned, to be
-    /// deleted (no snapshot will ever list it).
+    /// deleted (no snapshot will ever list it). Marks on any input go (its rows were rewritten).
     pub(super) fn absorb(
         &mut self,
         inputs: Vec<DataFileMeta>,
         outputs: Vec<DataFileMeta>,
         changelog: Vec<DataFileMeta>,
+        marks: Marks,
     ) -> Vec<DataFileMeta> {
         let mut never_committed = Vec::new();
         for input in inputs {
+            self.marks.remove(&input.file_name);
             match self.after.iter().position(|a| same_file(a, &input)) {
                 Some(pos) => never_committed.push(self.after.remove(pos)),
                 None => self.before.push(input),
@@ -156,7 +175,32 @@ impl CompactionWindow {
         }
         self.after.extend(outputs);
         self.changelog.extend(changelog);
+        for (file, positions) in marks {
+            *self.marks.entry(file).or_default() |= positions;
+        }
         never_committed
+    }
+}
+
+/// The vectors of a bucket read from the snapshot of `slot` (`live`: the files of the writer's
+/// view, which are as of that snapshot plus `window`), with `window`'s compactions applied.
+async fn load_vectors(
+    table: &Table,
+    id: &BucketId,
+    slot: VectorSlot,
+    live: &[DataFileMeta],
+    window: &CompactionWindow,
+) -> Result<Option<Arc<BucketVectors>>> {
+    match slot {
+        VectorSlot::Off => Ok(None),
+        VectorSlot::Loaded(v) => Ok(Some(v)),
+        VectorSlot::Unloaded(snapshot, entries) => {
+            let live: Vec<DataFileMeta> = live.iter().chain(&window.before).cloned().collect();
+            let v = table
+                .bucket_vectors(snapshot, &entries, &id.0, id.1, &live)
+                .await?;
+            Ok(Some(Arc::new(v.after(&window.before, &window.marks))))
+        }
     }
 }
 
@@ -175,6 +219,7 @@ pub(super) struct BucketWriter {
     window: CompactionWindow,
     /// At most one compaction per bucket runs in the background.
     running: Option<RunningCompaction>,
+    vectors: VectorSlot,
 }
 
 impl BucketWriter {
@@ -184,6 +229,7 @@ impl BucketWriter {
         id: BucketId,
         next_sequence: i64,
         levels: Levels,
+        vectors: VectorSlot,
     ) -> Self {
         let buffer = if layout.is_primary_key_table() {
             Buffer::Kv(WriteBuffer::new(
@@ -207,6 +253,7 @@ impl BucketWriter {
             pending_changelog: vec![],
             window: CompactionWindow::default(),
             running: None,
+            vectors,
         }
     }
 
@@ -318,16 +365,20 @@ impl BucketWriter {
             Arc::clone(&shared.layout),
             Arc::clone(&shared.namer),
         );
-        let ((partition, bucket), job_inputs) = (self.id.clone(), inputs.clone());
+        let (id, job_inputs) = (self.id.clone(), inputs.clone());
+        let (slot, window) = (self.vectors.clone(), self.window.clone());
         let task = tokio::spawn(async move {
+            let vectors = load_vectors(&table, &id, slot, &files, &window).await?;
             let job = compact::BucketCompaction {
-                partition: &partition,
-                bucket,
+                partition: &id.0,
+                bucket: id.1,
                 all_files: &files,
                 inputs: &job_inputs,
                 output_level: level,
+                vectors: vectors.as_deref(),
             };
-            compact::rewrite(&table, &layout, &namer, job).await
+            let out = compact::rewrite(&table, &layout, &namer, job).await?;
+            Ok((out, vectors))
         });
         self.running = Some(RunningCompaction { inputs, task });
     }
@@ -343,16 +394,73 @@ impl BucketWriter {
         let Some(RunningCompaction { inputs, task }) = self.running.take() else {
             return Ok(());
         };
-        let Rewritten { files, changelog } = task.await.map_err(|e| {
+        let (
+            Rewritten {
+                files,
+                changelog,
+                marks,
+            },
+            vectors,
+        ) = task.await.map_err(|e| {
             InternalSnafu {
                 message: format!("compaction task: {e}"),
             }
             .build()
         })??;
+        if let Some(v) = vectors {
+            self.vectors = VectorSlot::Loaded(Arc::new(v.after(&inputs, &marks)));
+        }
         let (levels, _replaced) = self.levels.apply(&inputs, &files);
         self.levels = levels;
-        let never_committed = self.window.absorb(inputs, files, changelog);
+        let never_committed = self.window.absorb(inputs, files, changelog, marks);
         shared.delete(&self.id, &never_committed).await
+    }
+
+    /// The deletion-vector change of a commit whose compactions of this bucket are `window`
+    /// (none without compactions or vectors): the new file when the vectors changed (written
+    /// now), and the base the commit checks. The writer then takes the new file as its base.
+    pub(super) async fn commit_vectors(
+        &mut self,
+        shared: &Shared,
+        window: &CompactionWindow,
+    ) -> Result<Option<VectorsChange>> {
+        if matches!(self.vectors, VectorSlot::Off) || window.is_empty() {
+            return Ok(None);
+        }
+        let slot = self.vectors.clone();
+        let Some(v) =
+            load_vectors(&shared.table, &self.id, slot, self.levels.files(), window).await?
+        else {
+            return Ok(None);
+        };
+        let change = shared.table.write_vectors(&shared.namer, &v).await?;
+        let base = change
+            .file
+            .as_ref()
+            .map(|f| f.file_name.clone())
+            .or(v.base.clone());
+        self.vectors = VectorSlot::Loaded(Arc::new(BucketVectors {
+            base,
+            vectors: v.vectors.clone(),
+            modified: false,
+        }));
+        Ok(Some(change))
+    }
+
+    /// Points the vectors at snapshot `snapshot` (index `entries`) when the bucket's file there
+    /// is not the one they were derived from (another writer's commit, or this one's lost);
+    /// they are read again, with the open window on top, when next needed.
+    pub(super) fn rebase_vectors(&mut self, snapshot: i64, entries: &Arc<Vec<IndexManifestEntry>>) {
+        let now = crate::table::deletion_vectors::bucket_file(entries, &self.id.0, self.id.1)
+            .map(|e| &e.file.file_name);
+        let stale = match &self.vectors {
+            VectorSlot::Off => false,
+            VectorSlot::Unloaded(..) => true,
+            VectorSlot::Loaded(v) => v.base.as_ref() != now,
+        };
+        if stale {
+            self.vectors = VectorSlot::Unloaded(snapshot, Arc::clone(entries));
+        }
     }
 
     /// Ends the writer: waits for its compaction and returns every file it wrote that was not
@@ -387,18 +495,35 @@ mod tests {
     fn a_window_lists_committed_inputs_and_nets_out_its_own_recompacted_outputs() {
         let mut w = CompactionWindow::default();
         // First compaction: committed a, b -> x (level 5), with a changelog file.
+        // It marks rows of the committed level-5 files d and e.
+        let marks = |f: &[&str]| -> Marks {
+            f.iter()
+                .map(|n| (n.to_string(), [1u32].into_iter().collect()))
+                .collect()
+        };
         let gone = w.absorb(
             vec![file("a", 0), file("b", 0)],
             vec![file("x", 5)],
             vec![file("cl1", 0)],
+            marks(&["d", "e"]),
         );
         assert!(gone.is_empty());
-        // Second: committed c and our own uncommitted x -> y.
-        let gone = w.absorb(vec![file("c", 0), file("x", 5)], vec![file("y", 5)], vec![]);
+        // Second: committed c and e and our own uncommitted x -> y; it marks d and f.
+        let gone = w.absorb(
+            vec![file("c", 0), file("x", 5), file("e", 5)],
+            vec![file("y", 5)],
+            vec![],
+            marks(&["d", "f"]),
+        );
         assert_eq!(names(&gone), vec!["x"]);
-        assert_eq!(names(&w.before), vec!["a", "b", "c"]);
+        assert_eq!(names(&w.before), vec!["a", "b", "c", "e"]);
         assert_eq!(names(&w.after), vec!["y"]);
         assert_eq!(names(&w.changelog), vec!["cl1"]);
+        // The marks of a rewritten file (e) go with it; the others add up.
+        assert_eq!(
+            w.marks.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["d", "f"]
+        );
     }
 
     #[test]
@@ -408,7 +533,7 @@ mod tests {
             ..Default::default()
         };
         // "x" at level 0 is a different (committed) entry from our "x" at level 3.
-        let gone = w.absorb(vec![file("x", 0)], vec![], vec![]);
+        let gone = w.absorb(vec![file("x", 0)], vec![], vec![], Marks::new());
         assert!(gone.is_empty());
         assert_eq!(names(&w.before), vec!["x"]);
         assert_eq!(names(&w.after), vec!["x"]);

@@ -30,6 +30,7 @@ use crate::manifest::FileNamer;
 use crate::schema::layout::TableLayout;
 use crate::spec::index_manifest::{IndexFileMeta, IndexManifestEntry, HASH_INDEX};
 use crate::spec::{BucketMode, ChangelogProducer, CommitKind, DataFileMeta};
+use crate::table::deletion_vectors::{bucket_file, BucketVectors, VectorsChange};
 
 /// New files of one (partition, bucket), produced by a writer for one commit.
 #[derive(Debug, Clone)]
@@ -50,6 +51,9 @@ pub struct CommitMessage {
     /// The HASH files of this partition the writer assigned buckets from, (bucket, file name),
     /// when it added index files: the commit checks no other writer changed them meanwhile.
     pub index_base: Option<Vec<(i32, String)>>,
+    /// A compaction's new deletion-vector file of this bucket (`deletion-vectors.enabled`),
+    /// committed with the COMPACT snapshot, and the file it replaces.
+    pub vectors: Option<VectorsChange>,
 }
 
 impl CommitMessage {
@@ -66,6 +70,7 @@ impl CommitMessage {
             compact_changelog: vec![],
             index_files: vec![],
             index_base: None,
+            vectors: None,
         }
     }
 
@@ -76,6 +81,7 @@ impl CommitMessage {
             && self.compact_after.is_empty()
             && self.compact_changelog.is_empty()
             && self.index_files.is_empty()
+            && self.vectors.is_none()
     }
 }
 
@@ -87,7 +93,7 @@ mod route;
 pub(crate) use dynamic::base_unchanged;
 use dynamic::{DynamicOptions, PartitionIndex};
 
-use bucket::{BucketWriter, Shared};
+use bucket::{BucketWriter, Shared, VectorSlot};
 
 /// A bucket of a table: (serialized partition, bucket number).
 type BucketId = (Vec<u8>, i32);
@@ -133,6 +139,12 @@ pub struct TableWrite {
     wait_compaction: bool,
     /// Dynamic-bucket tables: the key-hash index, loaded per partition on first sight.
     dynamic: Option<DynamicIndex>,
+    /// Deletion-vector tables: the snapshot new bucket writers read their vectors from (id and
+    /// index entries; none for a table without snapshots).
+    vectors_of: Option<(i64, Arc<Vec<IndexManifestEntry>>)>,
+    /// An overwrite's writer: the buckets it writes start empty (their files are being replaced),
+    /// as Paimon's `ignorePreviousFiles` writers do.
+    ignore_previous: bool,
 }
 
 /// What a writer of a dynamic-bucket table knows of its HASH index.
@@ -171,6 +183,8 @@ impl TableWrite {
             live_as_of: None,
             wait_compaction: false,
             dynamic: None,
+            vectors_of: None,
+            ignore_previous: false,
         })
     }
 
@@ -272,6 +286,12 @@ impl TableWrite {
         Ok(messages)
     }
 
+    /// Makes the writer one of an overwrite: the buckets it writes are taken as empty (only their
+    /// sequence numbers carry on), so nothing it compacts is a file the overwrite deletes.
+    pub fn ignore_previous_files(&mut self) {
+        self.ignore_previous = true;
+    }
+
     /// Makes `prepare_commit` wait for a compaction round (what batch jobs want: every commit
     /// leaves the tree compacted) instead of collecting only finished background compactions.
     pub fn set_wait_compaction(&mut self, wait: bool) {
@@ -292,12 +312,30 @@ impl TableWrite {
     fn writer(&mut self, id: &BucketId) -> &mut BucketWriter {
         let restored = &mut self.restored;
         let layout = &self.shared.layout;
+        let ignore_previous = self.ignore_previous;
+        let vectors = match &self.vectors_of {
+            _ if !layout.deletion_vectors() => VectorSlot::Off,
+            // The bucket's old vectors are of files being replaced; the commit still checks them.
+            Some((_, entries)) if ignore_previous => VectorSlot::Loaded(Arc::new(BucketVectors {
+                base: bucket_file(entries, &id.0, id.1).map(|e| e.file.file_name.clone()),
+                ..Default::default()
+            })),
+            Some((snapshot, entries)) => VectorSlot::Unloaded(*snapshot, Arc::clone(entries)),
+            None => VectorSlot::Loaded(Default::default()),
+        };
         self.buckets.entry(id.clone()).or_insert_with(|| {
             let r = restored
                 .as_mut()
                 .and_then(|r| r.remove(id))
                 .unwrap_or_default();
-            BucketWriter::new(layout, id.clone(), r.max_sequence + 1, Levels::new(r.files))
+            let files = if ignore_previous { vec![] } else { r.files };
+            BucketWriter::new(
+                layout,
+                id.clone(),
+                r.max_sequence + 1,
+                Levels::new(files),
+                vectors,
+            )
         })
     }
 
@@ -513,13 +551,19 @@ impl TableWrite {
         let Some(snapshot) = self.table().snapshot_manager().latest().await? else {
             return Ok(restored);
         };
-        if let Some(d) = self.dynamic.as_mut() {
-            d.entries = self
+        if self.dynamic.is_some() || self.layout().deletion_vectors() {
+            let entries = self
                 .shared
                 .table
                 .manifest_manager()
                 .index_entries(&snapshot)
                 .await?;
+            if self.layout().deletion_vectors() {
+                self.vectors_of = Some((snapshot.id, Arc::new(entries.clone())));
+            }
+            if let Some(d) = self.dynamic.as_mut() {
+                d.entries = entries;
+            }
         }
         self.live_as_of = Some(snapshot.id);
         let total = self.layout().total_buckets();
@@ -552,7 +596,9 @@ impl TableWrite {
         }
         // Changelog producers that derive the changelog at compaction make every commit wait for
         // it (Paimon's `lookup-wait`), so the changelog follows each commit.
+        // Deletion vectors come from the same forced compactions (Paimon forces lookup for them).
         let force = match self.layout().changelog_producer {
+            _ if self.layout().deletion_vectors() => Some(Force::Level0),
             ChangelogProducer::Lookup => Some(Force::Level0),
             ChangelogProducer::FullCompaction => {
                 let every = self.layout().options.full_compaction_delta_commits;
@@ -578,6 +624,7 @@ impl TableWrite {
                 w.finish_compaction(&self.shared, true).await?;
             }
             let window = w.take_window();
+            m.vectors = w.commit_vectors(&self.shared, &window).await?;
             m.compact_before = window.before;
             m.compact_after = window.after;
             m.compact_changelog = window.changelog;
@@ -624,12 +671,27 @@ impl TableWrite {
         let Some(latest) = sm.latest_id().await? else {
             return Ok(());
         };
-        if self.live_as_of == Some(latest) {
+        // An overwrite's buckets start empty whatever was committed meanwhile.
+        if self.live_as_of == Some(latest) || self.ignore_previous {
             // Nothing was committed since the view was built: it is accurate.
             return Ok(());
         }
         let snapshot = sm.snapshot(latest).await?;
         self.live_as_of = Some(latest);
+        if self.layout().deletion_vectors() {
+            let entries = Arc::new(
+                self.table()
+                    .manifest_manager()
+                    .index_entries(&snapshot)
+                    .await?,
+            );
+            for m in messages {
+                if let Some(w) = self.buckets.get_mut(&(m.partition.clone(), m.bucket)) {
+                    w.rebase_vectors(latest, &entries);
+                }
+            }
+            self.vectors_of = Some((latest, entries));
+        }
         let mut committed: HashMap<BucketId, Vec<DataFileMeta>> = HashMap::new();
         for e in self
             .table()

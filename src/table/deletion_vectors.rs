@@ -1,0 +1,279 @@
+//! The deletion vectors of one bucket while compactions change them (Paimon's
+//! `BucketedDvMaintainer`): which rows of which data files above level 0 are deleted.
+//!
+//! ```text
+//!  committed DELETION_VECTORS file of the bucket ──load──► BucketVectors { base, vectors }
+//!        compaction: inputs rewritten (their vectors go), old copies of keys it rewrote marked
+//!  ──after(inputs, marks)──► BucketVectors { modified } ──encode──► one new index file per bucket
+//! ```
+//!
+//! A commit that carries a new file names the `base` it was derived from; the commit refuses it
+//! when the bucket's file changed meanwhile, or when a file it marks is no longer live
+//! ([`crate::table::commit`]), so marks are never lost and never point at a rewritten file.
+//! Everything here is pure but [`Table::bucket_vectors`], which loads a bucket's vectors.
+
+use std::collections::{BTreeMap, HashSet};
+
+use roaring::RoaringBitmap;
+
+use crate::spec::deletion_vector::{write_32, DeletionVector};
+use crate::spec::index_manifest::{IndexFileMeta, IndexManifestEntry, DELETION_VECTORS_INDEX};
+use crate::spec::DataFileMeta;
+
+/// Positions of deleted rows, by data file name (Paimon's 32-bit vectors).
+pub(crate) type Marks = BTreeMap<String, RoaringBitmap>;
+
+/// The deletion vectors of one (partition, bucket).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct BucketVectors {
+    /// The bucket's `DELETION_VECTORS` file in the snapshot these were loaded from (`None`: it
+    /// had none).
+    pub(crate) base: Option<String>,
+    pub(crate) vectors: Marks,
+    /// Whether the vectors differ from `base` (a new index file is due at the next commit).
+    pub(crate) modified: bool,
+}
+
+/// The bucket's deletion-vector file among a snapshot's index `entries`, if any.
+pub(crate) fn bucket_file<'a>(
+    entries: &'a [IndexManifestEntry],
+    partition: &[u8],
+    bucket: i32,
+) -> Option<&'a IndexManifestEntry> {
+    entries.iter().find(|e| {
+        e.partition == partition
+            && e.bucket == bucket
+            && e.file.index_type == DELETION_VECTORS_INDEX
+    })
+}
+
+impl BucketVectors {
+    /// Vectors loaded from the bucket's file `base`, keeping only those of `live` data files (an
+    /// overwrite may have removed files whose vectors are still listed).
+    pub(crate) fn loaded(
+        base: Option<String>,
+        vectors: impl IntoIterator<Item = (String, DeletionVector)>,
+        live: &HashSet<&str>,
+    ) -> Result<Self, String> {
+        let mut out = Marks::new();
+        let mut dropped = false;
+        for (file, dv) in vectors {
+            if !live.contains(file.as_str()) {
+                dropped = true;
+                continue;
+            }
+            let bits = match dv {
+                DeletionVector::Bits32(b) => b,
+                DeletionVector::Bits64(b) => {
+                    let mut bits = RoaringBitmap::new();
+                    for p in b.iter() {
+                        let p = u32::try_from(p).map_err(|_| {
+                            format!("deletion vector of {file}: position {p} is beyond 32 bits")
+                        })?;
+                        bits.insert(p);
+                    }
+                    bits
+                }
+            };
+            if !bits.is_empty() {
+                out.insert(file, bits);
+            }
+        }
+        Ok(Self {
+            base,
+            vectors: out,
+            modified: dropped,
+        })
+    }
+
+    /// The deleted positions of `file`, if any.
+    pub(crate) fn of(&self, file: &str) -> Option<&RoaringBitmap> {
+        self.vectors.get(file)
+    }
+
+    /// The vectors after a compaction that rewrote `inputs` (their deleted rows were left out of
+    /// the outputs, so their vectors go) and marked `marks` in files it did not rewrite.
+    pub(crate) fn after(&self, inputs: &[DataFileMeta], marks: &Marks) -> Self {
+        let mut next = self.clone();
+        for f in inputs {
+            next.modified |= next.vectors.remove(&f.file_name).is_some();
+        }
+        for (file, positions) in marks {
+            if positions.is_empty() {
+                continue;
+            }
+            let bits = next.vectors.entry(file.clone()).or_default();
+            let before = bits.len();
+            *bits |= positions;
+            next.modified |= bits.len() != before;
+        }
+        next
+    }
+
+    /// The index file of these vectors: its bytes and its description under `file_name`, in
+    /// data-file name order. An empty set still makes a (one-byte) file, as Paimon writes one to
+    /// replace a bucket's last vectors.
+    pub(crate) fn encode(&self, file_name: String) -> (Vec<u8>, IndexFileMeta) {
+        let list: Vec<(String, RoaringBitmap)> = self
+            .vectors
+            .iter()
+            .map(|(f, b)| (f.clone(), b.clone()))
+            .collect();
+        let (bytes, ranges) = write_32(&list);
+        let meta = IndexFileMeta {
+            index_type: DELETION_VECTORS_INDEX.into(),
+            file_name,
+            file_size: bytes.len() as i64,
+            row_count: ranges.len() as i64,
+            dv_ranges: Some(ranges),
+            external_path: None,
+            global_index: None,
+        };
+        (bytes, meta)
+    }
+}
+
+impl crate::table::Table {
+    /// The deletion vectors of one bucket as of the snapshot whose index `entries` are given,
+    /// restricted to its `live` data files.
+    pub(crate) async fn bucket_vectors(
+        &self,
+        snapshot_id: i64,
+        entries: &[IndexManifestEntry],
+        partition: &[u8],
+        bucket: i32,
+        live: &[DataFileMeta],
+    ) -> crate::error::Result<BucketVectors> {
+        let base = bucket_file(entries, partition, bucket).map(|e| e.file.file_name.clone());
+        let vectors = self
+            .manifest_manager()
+            .deletion_vectors(snapshot_id, entries, partition, bucket, None)
+            .await?;
+        let live: HashSet<&str> = live.iter().map(|f| f.file_name.as_str()).collect();
+        BucketVectors::loaded(base, vectors, &live).map_err(|message| {
+            crate::error::CorruptSnafu {
+                path: format!("{} (bucket {bucket})", self.identifier()),
+                message,
+            }
+            .build()
+        })
+    }
+}
+
+impl crate::table::Table {
+    /// The change a compaction's commit message carries: `vectors` written as the bucket's new
+    /// deletion-vector file when they changed (durable, not committed), and their base.
+    pub(crate) async fn write_vectors(
+        &self,
+        namer: &crate::manifest::FileNamer,
+        vectors: &BucketVectors,
+    ) -> crate::error::Result<VectorsChange> {
+        let file = if vectors.modified {
+            let (bytes, file) = vectors.encode(namer.next("index-", ""));
+            self.manifest_manager()
+                .write_index_file(&file, bytes)
+                .await?;
+            Some(file)
+        } else {
+            None
+        };
+        Ok(VectorsChange {
+            base: vectors.base.clone(),
+            file,
+        })
+    }
+}
+
+/// A new deletion-vector file of one bucket, and the file it replaces (what the commit checks).
+/// A compaction whose vectors did not change still names its base (`file` none): what it read
+/// must still be the bucket's vectors when it commits, or rows deleted meanwhile would return.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VectorsChange {
+    pub base: Option<String>,
+    pub file: Option<IndexFileMeta>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bits(p: &[u32]) -> RoaringBitmap {
+        p.iter().copied().collect()
+    }
+
+    #[test]
+    fn rewritten_inputs_lose_their_vectors_and_marks_join() {
+        let live: HashSet<&str> = ["a", "b"].into_iter().collect();
+        let v = BucketVectors::loaded(
+            Some("index-1".into()),
+            [
+                ("a".to_string(), DeletionVector::Bits32(bits(&[1, 2]))),
+                ("gone".to_string(), DeletionVector::Bits32(bits(&[0]))),
+            ],
+            &live,
+        )
+        .unwrap();
+        // A vector of a file no longer live is dropped, which is a change to write.
+        assert!(v.modified);
+        assert_eq!(v.vectors.keys().collect::<Vec<_>>(), ["a"]);
+        let clean = BucketVectors {
+            modified: false,
+            ..v.clone()
+        };
+        // Nothing rewritten and nothing marked: unchanged.
+        assert!(!clean.after(&[], &Marks::new()).modified);
+        // A mark already present changes nothing either.
+        let same: Marks = [("a".to_string(), bits(&[2]))].into();
+        assert!(!clean.after(&[], &same).modified);
+        let marks: Marks = [("b".to_string(), bits(&[7])), ("a".to_string(), bits(&[3]))].into();
+        let next = clean.after(&[], &marks);
+        assert!(next.modified);
+        assert_eq!(next.of("a"), Some(&bits(&[1, 2, 3])));
+        assert_eq!(next.of("b"), Some(&bits(&[7])));
+        let input = DataFileMeta::for_test("a", 3, 0, 0);
+        let next = next.after(std::slice::from_ref(&input), &Marks::new());
+        assert_eq!(next.of("a"), None);
+        assert_eq!(next.base.as_deref(), Some("index-1"));
+    }
+
+    #[test]
+    fn encoded_files_read_back_and_an_empty_set_is_one_byte() {
+        let v = BucketVectors {
+            base: None,
+            vectors: [
+                ("f2".to_string(), bits(&[5])),
+                ("f1".to_string(), bits(&[0, 9])),
+            ]
+            .into(),
+            modified: true,
+        };
+        let (bytes, meta) = v.encode("index-x-0".into());
+        assert_eq!(meta.row_count, 2);
+        assert_eq!(meta.file_size, bytes.len() as i64);
+        let ranges = meta.dv_ranges.unwrap();
+        assert_eq!(ranges[0].data_file, "f1");
+        let dv = crate::spec::deletion_vector::read(&bytes, &ranges[0]).unwrap();
+        assert!(dv.is_deleted(9) && !dv.is_deleted(5));
+        let (bytes, meta) = BucketVectors::default().encode("index-x-1".into());
+        assert_eq!(bytes, [1u8]);
+        assert_eq!(meta.row_count, 0);
+    }
+
+    #[test]
+    fn sixty_four_bit_vectors_convert_while_they_fit() {
+        let live: HashSet<&str> = ["a"].into_iter().collect();
+        let mut t = roaring::RoaringTreemap::new();
+        t.insert(4);
+        let v = BucketVectors::loaded(
+            None,
+            [("a".to_string(), DeletionVector::Bits64(t.clone()))],
+            &live,
+        )
+        .unwrap();
+        assert_eq!(v.of("a"), Some(&bits(&[4])));
+        t.insert(1 << 40);
+        let e = BucketVectors::loaded(None, [("a".to_string(), DeletionVector::Bits64(t))], &live)
+            .unwrap_err();
+        assert!(e.contains("beyond 32 bits"), "{e}");
+    }
+}
