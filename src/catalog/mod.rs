@@ -342,6 +342,24 @@ impl Catalog {
     }
 
     pub async fn load_table(&self, id: &Identifier) -> Result<Table> {
+        // `orders$branch_dev`: the table's branch, over the table's shared files.
+        if let Some((table, branch)) = crate::table::branch::split_branch(&id.table) {
+            if crate::spec::identifier::validate_name("branch", branch).is_err() {
+                return NotFoundSnafu {
+                    message: format!("table '{id}' does not exist"),
+                }
+                .fail();
+            }
+            let main = self
+                .load_main(&Identifier::new(id.database.clone(), table))
+                .await?;
+            return main.on_branch(branch).await;
+        }
+        self.load_main(id).await
+    }
+
+    /// The table `id` names, on its main branch.
+    async fn load_main(&self, id: &Identifier) -> Result<Table> {
         // A name that is not one directory inside the warehouse (or is longer than any directory
         // name) names no table; nor does a table directory that a symlink leads out of the root.
         let path = Self::table_path(id);
@@ -379,15 +397,18 @@ impl Catalog {
         id: &Identifier,
         changes: &[crate::schema::change::SchemaChange],
     ) -> Result<Table> {
-        self.load_table(id).await?;
-        let sm = SchemaManager::new(self.io.clone(), Self::table_path(id));
-        sm.commit(&id.to_string(), changes, self.clock.now_millis())
+        // A branch's schemas are its own (Paimon allows altering a branch).
+        let table = self.load_table(id).await?;
+        table
+            .schema_manager()
+            .commit(&id.to_string(), changes, self.clock.now_millis())
             .await?;
         self.load_table(id).await
     }
 
     /// Renames a table (its directory moves; the database of `to` must exist).
     pub async fn rename_table(&self, from: &Identifier, to: &Identifier) -> Result<Table> {
+        not_a_branch("rename", from)?;
         validate_name("table", &to.table)?;
         self.load_table(from).await?;
         if !self.database_exists(&to.database).await? {
@@ -412,6 +433,7 @@ impl Catalog {
     }
 
     pub async fn drop_table(&self, id: &Identifier, ignore_if_missing: bool) -> Result<()> {
+        not_a_branch("drop", id)?;
         let path = Self::table_path(id);
         let safe = is_path_safe(&id.database) && is_path_safe(&id.table) && self.io.confined(&path);
         if !safe
@@ -430,4 +452,15 @@ impl Catalog {
         }
         self.io.delete_dir(&path).await
     }
+}
+
+/// Paimon's `CatalogUtils.checkNotBranch`: tables are renamed and dropped with all their
+/// branches, through the main branch's name.
+fn not_a_branch(what: &str, id: &Identifier) -> Result<()> {
+    if crate::table::branch::split_branch(&id.table).is_some() {
+        return crate::error::invalid!(
+            "Cannot '{what}' for branch table '{id}', please modify the table with the default branch."
+        );
+    }
+    Ok(())
 }

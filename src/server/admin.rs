@@ -17,10 +17,10 @@ use futures::future::BoxFuture;
 use futures::stream::{self, BoxStream, StreamExt};
 use prost::Message;
 use tidelake_client::admin::{
-    type_url, AlterTableRequest, BucketInfo, CleanupResult, CompactRequest, CompactResult,
-    ExpireChangelogsRequest, ExpireSnapshotsRequest, OperationInfo, OperationList,
-    OperationProgress, OperationRequest, RemoveOrphanFilesRequest, TableInfo, TableInfoRequest,
-    Tag, TagList, TagRequest,
+    type_url, AlterTableRequest, Branch, BranchList, BranchRequest, BucketInfo, CleanupResult,
+    CompactRequest, CompactResult, ExpireChangelogsRequest, ExpireSnapshotsRequest, OperationInfo,
+    OperationList, OperationProgress, OperationRequest, RemoveOrphanFilesRequest, TableInfo,
+    TableInfoRequest, Tag, TagList, TagRequest,
 };
 use tonic::Status;
 
@@ -51,6 +51,10 @@ pub const ADMIN_ACTIONS: &[(&str, &str)] = &[
     ("tidelake.delete_tag", "TagRequest -> CleanupResult: delete a tag and the files only it kept"),
     ("tidelake.list_tags", "TagRequest -> TagList: the table's tags"),
     ("tidelake.rollback", "TagRequest -> CleanupResult: roll the table back to a snapshot or tag"),
+    ("tidelake.create_branch", "BranchRequest -> BranchList: create a branch, empty or from a tag (read and write it as <table>$branch_<name>)"),
+    ("tidelake.delete_branch", "BranchRequest -> BranchList: delete branches (comma-separated)"),
+    ("tidelake.fast_forward", "BranchRequest -> BranchList: make main what the branch is"),
+    ("tidelake.list_branches", "BranchRequest -> BranchList: the table's branches"),
     ("tidelake.alter_table", "AlterTableRequest -> TableInfo: apply ALTER TABLE changes (SQL after 'ALTER TABLE <t>')"),
     ("tidelake.table_info", "TableInfoRequest -> TableInfo: schema, latest snapshot, files, sorted runs, rows and bytes per bucket"),
     ("tidelake.list_operations", "OperationRequest -> OperationList: the long operations running (compactions, expiries, orphan removals) and their progress"),
@@ -285,6 +289,20 @@ fn cleanup(r: CleanupReport) -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// A `BranchList` result.
+fn branch_list(list: Vec<crate::table::branch::BranchInfo>) -> Vec<u8> {
+    BranchList {
+        branches: list
+            .into_iter()
+            .map(|b| Branch {
+                name: b.name,
+                create_time_millis: b.create_time_millis,
+            })
+            .collect(),
+    }
+    .encode_to_vec()
+}
+
 async fn tags(table: &Table) -> Result<Vec<u8>, Status> {
     let tags = table.list_tags().await.map_err(to_status)?;
     Ok(TagList {
@@ -346,7 +364,7 @@ pub async fn run(
     }
     // Reading is for every user; changing something is for admins.
     let needed = match name {
-        "table_info" | "list_tags" | "list_operations" => Role::Reader,
+        "table_info" | "list_tags" | "list_branches" | "list_operations" => Role::Reader,
         _ => Role::Admin,
     };
     if let Err(e) = caller.session.role.require(needed, action) {
@@ -511,6 +529,34 @@ async fn run_known(
             match outcome {
                 Outcome::Tagged(_) => tags(&table).await,
                 other => Ok(cleanup(other.cleanup())),
+            }
+        }
+        "create_branch" | "delete_branch" | "fast_forward" | "list_branches" => {
+            let req: BranchRequest = decode(body, "BranchRequest")?;
+            let table = load(&req.table).await?;
+            let request = match name {
+                "list_branches" => {
+                    let list = table.branches().await.map_err(to_status)?;
+                    return Ok(branch_list(list));
+                }
+                "create_branch" => Request::CreateBranch {
+                    name: req.branch,
+                    from_tag: req.from_tag.filter(|t| !t.trim().is_empty()),
+                },
+                "delete_branch" => Request::DeleteBranches {
+                    names: req
+                        .branch
+                        .split(',')
+                        .map(|b| b.trim().to_string())
+                        .filter(|b| !b.is_empty())
+                        .collect(),
+                },
+                _ => Request::FastForward { name: req.branch },
+            };
+            match request.run(&table, &Operation::new()).await {
+                Ok(Outcome::Branches(list)) => Ok(branch_list(list)),
+                Ok(_) => Ok(branch_list(table.branches().await.map_err(to_status)?)),
+                Err(e) => Err(to_status(e)),
             }
         }
         "alter_table" => {

@@ -26,7 +26,8 @@ impl TagManager {
         }
     }
 
-    fn path(&self, name: &str) -> String {
+    /// The file of tag `name`.
+    pub fn path(&self, name: &str) -> String {
         format!("{}/tag/tag-{name}", self.table_path)
     }
 

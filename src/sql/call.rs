@@ -37,6 +37,9 @@ const PROCEDURES: &[(&str, &[&str])] = &[
     ("create_tag", &["table", "tag", "snapshot_id"]),
     ("delete_tag", &["table", "tag"]),
     ("rollback_to", &["table", "snapshot_or_tag"]),
+    ("create_branch", &["table", "branch", "tag"]),
+    ("delete_branch", &["table", "branch"]),
+    ("fast_forward", &["table", "branch"]),
     ("reset_options", &["table"]),
 ];
 
@@ -223,6 +226,22 @@ pub(super) async fn call(
         "delete_tag" => Request::DeleteTag {
             name: args.required("tag")?,
         },
+        "create_branch" => Request::CreateBranch {
+            name: args.required("branch")?,
+            // Flink's procedure takes a blank tag for an empty branch.
+            from_tag: args.text("tag").filter(|t| !t.trim().is_empty()),
+        },
+        "delete_branch" => Request::DeleteBranches {
+            names: args
+                .required("branch")?
+                .split(',')
+                .map(|b| b.trim().to_string())
+                .filter(|b| !b.is_empty())
+                .collect(),
+        },
+        "fast_forward" => Request::FastForward {
+            name: args.required("branch")?,
+        },
         "rollback_to" => {
             let to = args.required("snapshot_or_tag")?;
             Request::Rollback(match to.trim().parse::<i64>() {
@@ -251,7 +270,12 @@ pub(super) async fn call(
     let outcome = request.clone().run(&table, &op).await?;
     Ok(match request {
         // Tag procedures write no rows.
-        Request::CreateTag(_) | Request::DeleteTag { .. } | Request::Rollback(_) => 0,
+        Request::CreateTag(_)
+        | Request::DeleteTag { .. }
+        | Request::Rollback(_)
+        | Request::CreateBranch { .. }
+        | Request::DeleteBranches { .. }
+        | Request::FastForward { .. } => 0,
         _ => outcome.count(&request),
     })
 }

@@ -124,9 +124,20 @@ pub(crate) fn parse_table_name(name: &str) -> Result<TableName> {
             }
         }
     };
-    let (table, system) = match rest.split_once('$') {
-        Some((t, s)) => (t.to_string(), Some(s.to_ascii_lowercase())),
-        None => (rest.to_string(), None),
+    // `orders$branch_dev` names a branch (loaded by that name) and `orders$branch_dev$files`
+    // a system table of it; any other `$suffix` is a system table of the table.
+    let (table, system) = match rest.split_once(crate::table::branch::BRANCH_SUFFIX) {
+        Some((t, after)) => match after.split_once('$') {
+            Some((b, s)) => (
+                format!("{t}{}{b}", crate::table::branch::BRANCH_SUFFIX),
+                Some(s.to_ascii_lowercase()),
+            ),
+            None => (rest.to_string(), None),
+        },
+        None => match rest.split_once('$') {
+            Some((t, s)) => (t.to_string(), Some(s.to_ascii_lowercase())),
+            None => (rest.to_string(), None),
+        },
     };
     Ok(TableName {
         table,
@@ -459,6 +470,12 @@ mod tests {
 
     #[test]
     fn table_names() {
+        let n = parse_table_name("orders$branch_dev$Files@snapshot=2").unwrap();
+        assert_eq!(n.table, "orders$branch_dev");
+        assert_eq!(n.system.as_deref(), Some("files"));
+        assert_eq!(n.selector, SnapshotSelector::Id(2));
+        let n = parse_table_name("orders$branch_dev").unwrap();
+        assert_eq!((n.table.as_str(), n.system), ("orders$branch_dev", None));
         let n = parse_table_name("orders$Snapshots@snapshot=4").unwrap();
         assert_eq!(n.table, "orders");
         assert_eq!(n.system.as_deref(), Some("snapshots"));

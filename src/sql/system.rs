@@ -24,6 +24,7 @@ pub(crate) const SYSTEM_TABLES: &[&str] = &[
     "files",
     "manifests",
     "tags",
+    "branches",
     "audit_log",
     "changelog",
     "row_tracking",
@@ -41,6 +42,7 @@ pub(crate) async fn provider(
         "files" => files(table, selector).await?,
         "manifests" => manifests(table, selector).await?,
         "tags" => tags(table).await?,
+        "branches" => branches(table).await?,
         other => {
             return invalid!(
                 "table {} has no system table '{other}'; system tables are: {}",
@@ -310,6 +312,26 @@ async fn manifests(table: &Table, selector: &SnapshotSelector) -> Result<RecordB
             longs(metas.iter().map(|m| Some(m.num_added_files))),
             longs(metas.iter().map(|m| Some(m.num_deleted_files))),
             longs(metas.iter().map(|m| Some(m.schema_id))),
+        ],
+    )
+}
+
+/// Paimon's `$branches`: each branch's name and when it was created.
+async fn branches(table: &Table) -> Result<RecordBatch> {
+    let branches = table.branches().await?;
+    batch(
+        vec![
+            ("branch_name", DataType::Utf8, false),
+            ("create_time", ts_type(), false),
+        ],
+        vec![
+            strings(branches.iter().map(|b| Some(b.name.clone()))),
+            Arc::new(TimestampMillisecondArray::from(
+                branches
+                    .iter()
+                    .map(|b| b.create_time_millis)
+                    .collect::<Vec<_>>(),
+            )),
         ],
     )
 }

@@ -62,7 +62,7 @@ impl ChangelogExpiry {
 impl Table {
     /// The manager of `changelog/changelog-<id>`.
     pub fn changelog_manager(&self) -> SnapshotManager {
-        SnapshotManager::changelogs(self.io().clone(), self.path())
+        SnapshotManager::changelogs(self.io().clone(), self.meta_path())
     }
 
     /// The table's changelog retention options (each defaults to its `snapshot.*` counterpart).
@@ -191,7 +191,7 @@ impl Table {
             .expire_changelogs_until(earliest_cl, latest_cl + 1, op)
             .await?;
         for hint in ["EARLIEST", "LATEST"] {
-            let path = format!("{}/changelog/{hint}", self.path());
+            let path = format!("{}/changelog/{hint}", self.meta_path());
             if let Err(e) = self.io().delete(&path).await {
                 tracing::warn!(%path, error = %e, "could not remove a changelog hint");
             }

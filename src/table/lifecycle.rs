@@ -54,11 +54,7 @@ fn present<T>(r: Result<T>) -> Result<Option<T>> {
 
 impl Table {
     pub(crate) fn tag_manager(&self) -> TagManager {
-        TagManager::new(
-            self.io().clone(),
-            self.path(),
-            self.identifier().to_string(),
-        )
+        TagManager::new(self.io().clone(), self.meta_path(), self.full_name())
     }
 
     /// Retention from the table's options, with Paimon's defaults.
@@ -74,7 +70,7 @@ impl Table {
 
     /// The table's consumers.
     pub fn consumer_manager(&self) -> crate::snapshot::consumer::ConsumerManager {
-        crate::snapshot::consumer::ConsumerManager::new(self.io().clone(), self.path())
+        crate::snapshot::consumer::ConsumerManager::new(self.io().clone(), self.meta_path())
     }
 
     pub(crate) async fn min_consumer(&self) -> Result<Option<i64>> {
@@ -440,6 +436,15 @@ impl Table {
     /// Deletes a tag; if its snapshot has expired and no other tag pins it, the files only it
     /// held are deleted too.
     pub async fn delete_tag(&self, name: &str) -> Result<CleanupReport> {
+        // A branch made from the tag reads its snapshot's files: the tag keeps them from expiry.
+        let holders = self.branches_holding_tag(name).await?;
+        if !holders.is_empty() {
+            return crate::error::invalid!(
+                "Tag '{name}' of table {} is the base of branch {}; delete the branch first",
+                self.full_name(),
+                holders.join(", ")
+            );
+        }
         let snapshot = self.tag_manager().delete(name).await?;
         let mut report = CleanupReport::default();
         let sm = self.snapshot_manager();
@@ -572,31 +577,15 @@ impl Table {
         Ok(report)
     }
 
-    /// Files under the table that no snapshot or tag references and that are older than
-    /// `older_than_millis` (epoch ms): what crashed writers and lost commits leave behind.
-    /// With `dry_run` nothing is deleted.
-    pub async fn remove_orphan_files(
+    /// The snapshots of this handle's branch that hold files: every snapshot up to the latest,
+    /// its tags, and its long-lived changelogs (whose data lists may be gone: their names go into
+    /// `changelog_lists`).
+    async fn referenced_snapshots(
         &self,
-        older_than_millis: i64,
-        dry_run: bool,
-    ) -> Result<CleanupReport> {
-        self.remove_orphan_files_with(older_than_millis, dry_run, &Operation::new())
-            .await
-    }
-
-    /// [`Table::remove_orphan_files`] reporting progress to `op`; cancelled, it stops between two
-    /// files (those deleted stay deleted: each was an orphan).
-    pub async fn remove_orphan_files_with(
-        &self,
-        older_than_millis: i64,
-        dry_run: bool,
-        op: &Operation,
-    ) -> Result<CleanupReport> {
-        let what = format!("orphan-file removal of {}", self.identifier());
-        op.phase("reading snapshots", 0);
+        snapshots: &mut Vec<Snapshot>,
+        changelog_lists: &mut HashSet<String>,
+    ) -> Result<()> {
         let sm = self.snapshot_manager();
-        let mm = self.manifest_manager();
-        let mut snapshots = Vec::new();
         // A listing may lag behind the newest puts (S3): the ids up to the latest one, found by
         // probing from the LATEST hint, are read whether listed or not, so no file of a snapshot
         // the listing missed is taken for an orphan.
@@ -619,7 +608,6 @@ impl Table {
         // Long-lived changelogs hold their manifests and files like snapshots (the data lists
         // of a changelog with a producer went with its snapshot: missing is fine there).
         let cm = self.changelog_manager();
-        let mut changelog_lists = HashSet::new();
         for id in cm.list_ids().await? {
             if let Some(c) = cm.try_snapshot(id).await? {
                 changelog_lists.insert(c.base_manifest_list.clone());
@@ -627,6 +615,48 @@ impl Table {
                 snapshots.push(c);
             }
         }
+        Ok(())
+    }
+
+    /// Files under the table that no snapshot or tag references and that are older than
+    /// `older_than_millis` (epoch ms): what crashed writers and lost commits leave behind.
+    /// With `dry_run` nothing is deleted.
+    pub async fn remove_orphan_files(
+        &self,
+        older_than_millis: i64,
+        dry_run: bool,
+    ) -> Result<CleanupReport> {
+        self.remove_orphan_files_with(older_than_millis, dry_run, &Operation::new())
+            .await
+    }
+
+    /// [`Table::remove_orphan_files`] reporting progress to `op`; cancelled, it stops between two
+    /// files (those deleted stay deleted: each was an orphan).
+    pub async fn remove_orphan_files_with(
+        &self,
+        older_than_millis: i64,
+        dry_run: bool,
+        op: &Operation,
+    ) -> Result<CleanupReport> {
+        let what = format!("orphan-file removal of {}", self.identifier());
+        op.phase("reading snapshots", 0);
+        // Files are shared by every branch of the table: what any of them uses is kept, whichever
+        // branch this handle is on (a branch without a schema stops the removal, as in Paimon).
+        let main = match self.branch() {
+            Some(_) => self.on_branch(super::branch::MAIN_BRANCH).await?,
+            None => self.clone(),
+        };
+        let mut snapshots = Vec::new();
+        let mut changelog_lists = HashSet::new();
+        main.referenced_snapshots(&mut snapshots, &mut changelog_lists)
+            .await?;
+        for b in main.branches().await? {
+            main.on_branch(&b.name)
+                .await?
+                .referenced_snapshots(&mut snapshots, &mut changelog_lists)
+                .await?;
+        }
+        let mm = self.manifest_manager();
         let mut used_manifests: HashSet<String> = HashSet::new();
         let mut used_index: HashSet<String> = HashSet::new();
         let mut lists = Vec::new();

@@ -1,5 +1,5 @@
 //! One core for every maintenance operation: a typed request per operation (compaction, snapshot
-//! and changelog expiry, orphan removal, tags, rollback), each with its validation and defaults in
+//! and changelog expiry, orphan removal, tags, rollback, branches), each with its validation and defaults in
 //! one place. The three doors only translate:
 //!
 //! ```text
@@ -190,8 +190,23 @@ pub enum Request {
     ExpireChangelogs(ExpireChangelogs),
     RemoveOrphans(RemoveOrphans),
     CreateTag(CreateTag),
-    DeleteTag { name: String },
+    DeleteTag {
+        name: String,
+    },
     Rollback(RollbackTarget),
+    /// A branch, empty or from a tag.
+    CreateBranch {
+        name: String,
+        from_tag: Option<String>,
+    },
+    /// Branches by name (Paimon's procedure takes a comma-separated list).
+    DeleteBranches {
+        names: Vec<String>,
+    },
+    /// Main becomes what the branch is.
+    FastForward {
+        name: String,
+    },
 }
 
 /// What an operation did.
@@ -200,6 +215,8 @@ pub enum Outcome {
     Compacted(CompactReport),
     Cleaned(CleanupReport),
     Tagged(Box<Snapshot>),
+    /// The table's branches after a branch operation.
+    Branches(Vec<super::branch::BranchInfo>),
 }
 
 impl Outcome {
@@ -218,6 +235,7 @@ impl Outcome {
         match (self, request) {
             (Outcome::Compacted(r), _) => r.buckets_compacted as i64,
             (Outcome::Tagged(s), _) => s.id,
+            (Outcome::Branches(b), _) => b.len() as i64,
             (Outcome::Cleaned(r), Request::RemoveOrphans(_)) => r.files.len() as i64,
             (Outcome::Cleaned(r), _) => r.snapshots.len() as i64,
         }
@@ -235,6 +253,9 @@ impl Request {
             Request::CreateTag(_) => "create_tag",
             Request::DeleteTag { .. } => "delete_tag",
             Request::Rollback(_) => "rollback",
+            Request::CreateBranch { .. } => "create_branch",
+            Request::DeleteBranches { .. } => "delete_branch",
+            Request::FastForward { .. } => "fast_forward",
         }
     }
 
@@ -249,6 +270,13 @@ impl Request {
             }
             Request::DeleteTag { name } if name.trim().is_empty() => {
                 invalid!("delete_tag needs a tag name")
+            }
+            Request::CreateBranch { name, .. } => super::branch::validate_branch_name(name),
+            Request::DeleteBranches { names } if names.is_empty() => {
+                invalid!("delete_branch needs a branch name")
+            }
+            Request::FastForward { name } if name.trim().is_empty() => {
+                invalid!("fast_forward needs a branch name")
             }
             _ => Ok(()),
         }
@@ -282,6 +310,20 @@ impl Request {
             }
             Request::DeleteTag { name } => Outcome::Cleaned(table.delete_tag(&name).await?),
             Request::Rollback(target) => Outcome::Cleaned(table.rollback_to(target).await?),
+            Request::CreateBranch { name, from_tag } => {
+                table.create_branch(&name, from_tag.as_deref()).await?;
+                Outcome::Branches(table.branches().await?)
+            }
+            Request::DeleteBranches { names } => {
+                for name in &names {
+                    table.delete_branch(name).await?;
+                }
+                Outcome::Branches(table.branches().await?)
+            }
+            Request::FastForward { name } => {
+                table.fast_forward(&name).await?;
+                Outcome::Branches(table.branches().await?)
+            }
         })
     }
 }

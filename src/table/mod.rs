@@ -5,6 +5,7 @@
 //!  ScanBuilder ──plan──► Plan{snapshot, splits} ──TableRead──► RecordBatch stream
 //! ```
 
+pub mod branch;
 pub mod changelog;
 pub mod changelog_lifecycle;
 pub mod commit;
@@ -54,6 +55,8 @@ struct Inner {
     io: FileIo,
     identifier: Identifier,
     path: String,
+    /// The branch this handle reads and writes (`None`: main).
+    branch: Option<String>,
     schema: Arc<TableSchema>,
     clock: Clock,
     layout: OnceLock<std::result::Result<Arc<TableLayout>, (crate::error::ErrorKind, String)>>,
@@ -69,11 +72,24 @@ impl Table {
         schema: TableSchema,
         clock: Clock,
     ) -> Self {
+        Self::new_on(io, identifier, path, None, schema, clock)
+    }
+
+    /// A handle on `branch` (`None`: main) of the table at `path`.
+    pub(crate) fn new_on(
+        io: FileIo,
+        identifier: Identifier,
+        path: String,
+        branch: Option<String>,
+        schema: TableSchema,
+        clock: Clock,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 io,
                 identifier,
                 path,
+                branch,
                 schema: Arc::new(schema),
                 clock,
                 layout: OnceLock::new(),
@@ -105,10 +121,11 @@ impl Table {
             return Ok(self.clone());
         }
         let schema = self.schema_manager().schema(snapshot.schema_id).await?;
-        Ok(Table::new(
+        Ok(Table::new_on(
             self.io().clone(),
             self.identifier().clone(),
             self.path().to_string(),
+            self.inner.branch.clone(),
             schema,
             self.clock().clone(),
         ))
@@ -161,7 +178,11 @@ impl Table {
                 .fail()
             }
             Err((_, message)) => CorruptSnafu {
-                path: format!("{}/schema/schema-{}", self.inner.path, self.inner.schema.id),
+                path: format!(
+                    "{}/schema/schema-{}",
+                    self.meta_path(),
+                    self.inner.schema.id
+                ),
                 message: message.clone(),
             }
             .fail(),
@@ -173,12 +194,14 @@ impl Table {
         Ok(self.layout()?.options.clone())
     }
 
+    /// The snapshots of this handle's branch.
     pub fn snapshot_manager(&self) -> SnapshotManager {
-        SnapshotManager::new(self.inner.io.clone(), self.inner.path.clone())
+        SnapshotManager::new(self.inner.io.clone(), self.meta_path())
     }
 
+    /// The schemas of this handle's branch.
     pub fn schema_manager(&self) -> SchemaManager {
-        SchemaManager::new(self.inner.io.clone(), self.inner.path.clone())
+        SchemaManager::new(self.inner.io.clone(), self.meta_path())
     }
 
     pub fn manifest_manager(&self) -> ManifestManager {

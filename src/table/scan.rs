@@ -314,15 +314,7 @@ pub(crate) async fn resolve_snapshot(
 ) -> Result<Option<Snapshot>> {
     let sm = table.snapshot_manager();
     let snapshot = match selector {
-        SnapshotSelector::Tag(name) => Some(
-            crate::snapshot::tag::TagManager::new(
-                table.io().clone(),
-                table.path(),
-                table.identifier().to_string(),
-            )
-            .get(name)
-            .await?,
-        ),
+        SnapshotSelector::Tag(name) => Some(table.tag_manager().get(name).await?),
         SnapshotSelector::Latest => sm.latest().await?,
         SnapshotSelector::Id(id) => Some(sm.snapshot(*id).await?),
         SnapshotSelector::TimestampMillis(t) => match sm.snapshot_at_or_before(*t).await? {

@@ -4,6 +4,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod bad_input;
+mod branches;
 mod changelog;
 mod chaos;
 mod common;

@@ -291,10 +291,10 @@ impl Subscriber {
 /// returns one `Result` whose body is the result message (see `proto/tidelake.proto`).
 pub mod admin {
     pub use super::proto::{
-        AlterTableRequest, BucketInfo, CleanupResult, CompactRequest, CompactResult,
-        ExpireChangelogsRequest, ExpireSnapshotsRequest, OperationInfo, OperationList,
-        OperationProgress, OperationRequest, RemoveOrphanFilesRequest, TableInfo, TableInfoRequest,
-        Tag, TagList, TagRequest,
+        AlterTableRequest, Branch, BranchList, BranchRequest, BucketInfo, CleanupResult,
+        CompactRequest, CompactResult, ExpireChangelogsRequest, ExpireSnapshotsRequest,
+        OperationInfo, OperationList, OperationProgress, OperationRequest,
+        RemoveOrphanFilesRequest, TableInfo, TableInfoRequest, Tag, TagList, TagRequest,
     };
 
     /// The `google.protobuf.Any` type URL of a tidelake message (`"OperationProgress"` ->
