@@ -258,6 +258,38 @@ def test_a_reader_of_one_tenant_cannot_write_it(tenants):
                 mallory.sql(sql)
 
 
+def test_branches_take_the_principal(tenants):
+    """A reader lists a table's branches and reads them but cannot create, write, fast-forward or
+    delete one; another tenant does not see the table's branches at all."""
+    from tidelake.admin import Admin
+
+    srv, alice, _ = tenants
+    with Admin(srv.uri, user="alice", password="pw") as admin:
+        admin.create_branch("default.orders", "rbac")
+    with Admin(srv.uri, user="mallory", password="pw") as admin:
+        assert [b["name"] for b in admin.list_branches("default.orders")] == ["rbac"]
+        for change in [lambda: admin.create_branch("default.orders", "m"),
+                       lambda: admin.fast_forward("default.orders", "rbac"),
+                       lambda: admin.delete_branch("default.orders", "rbac")]:
+            with pytest.raises(Exception, match="(?i)permission|denied|admin"):
+                change()
+    with tidelake.Client(srv.uri, user="mallory", password="pw") as mallory:
+        assert mallory.sql("SELECT count(*) AS n FROM default.orders$branch_rbac").to_pylist() == [{"n": 0}]
+        for sql in ["INSERT INTO default.orders$branch_rbac VALUES (9, 'x')",
+                    "CALL sys.create_branch('default.orders', 'm2')",
+                    "CALL sys.delete_branch('default.orders', 'rbac')"]:
+            with pytest.raises(errors.PermissionDeniedError):
+                mallory.sql(sql)
+    with Admin(srv.uri, user="bob", password="pw") as admin:
+        with pytest.raises(Exception, match="does not exist"):
+            admin.list_branches("default.orders")
+    with tidelake.Client(srv.uri, user="bob", password="pw") as bob:
+        with pytest.raises(errors.NotFoundError):
+            bob.sql("SELECT * FROM default.orders$branch_rbac")
+    with Admin(srv.uri, user="alice", password="pw") as admin:
+        assert admin.delete_branch("default.orders", "rbac") == []
+
+
 def test_tenant_configuration_errors_stop_the_server(tmp_path):
     from conftest import ServerStartError, hash_password, start_server
 

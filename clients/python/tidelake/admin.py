@@ -101,6 +101,11 @@ def _tags(body: bytes) -> List[dict]:
             for t in parse(pb.TagList, body).tags]
 
 
+def _branches(body: bytes) -> List[dict]:
+    return [{"name": b.name, "create_time_millis": b.create_time_millis}
+            for b in parse(pb.BranchList, body).branches]
+
+
 def _table_info(body: bytes) -> dict:
     m = parse(pb.TableInfo, body)
     buckets = [{"partition": b.partition, "bucket": b.bucket, "files": b.files, "sorted_runs": b.sorted_runs,
@@ -326,6 +331,25 @@ class Admin:
 
     def rollback(self, table: str, *, snapshot_id: Optional[int] = None, tag: Optional[str] = None) -> dict:
         return _cleanup(self._call("rollback", self._tag_request(table, tag or "", snapshot_id)))
+
+    def _branch_request(self, table, branch="", from_tag=None) -> bytes:
+        return pb.BranchRequest(table=table, branch=branch, from_tag=from_tag).SerializeToString()
+
+    def create_branch(self, table: str, branch: str, from_tag: Optional[str] = None) -> List[dict]:
+        """An empty branch, or one starting at ``from_tag``'s snapshot; returns the table's
+        branches. The branch is read and written as table ``<table>$branch_<branch>``."""
+        return _branches(self._call("create_branch", self._branch_request(table, branch, from_tag)))
+
+    def delete_branch(self, table: str, branch: str) -> List[dict]:
+        """Deletes one branch (or several, comma-separated); returns the remaining ones."""
+        return _branches(self._call("delete_branch", self._branch_request(table, branch)))
+
+    def fast_forward(self, table: str, branch: str) -> List[dict]:
+        """Makes the table's main branch what ``branch`` is."""
+        return _branches(self._call("fast_forward", self._branch_request(table, branch)))
+
+    def list_branches(self, table: str) -> List[dict]:
+        return _branches(self._call("list_branches", self._branch_request(table)))
 
     def alter_table(self, table: str, changes: str) -> dict:
         """``changes`` is the SQL after ``ALTER TABLE <table>``; returns the table's new info."""
