@@ -268,6 +268,21 @@ impl TableLayout {
         CoreOptions::new(&self.schema.options).flag(crate::spec::options::DELETION_VECTORS)
     }
 
+    /// Checks that tidelake can compact this table: what it can write, but row-tracking tables
+    /// (their compacted files would have to carry each row's id).
+    pub fn check_compactable(&self, table: &str) -> Result<()> {
+        self.check_writable(table)?;
+        if CoreOptions::new(&self.schema.options).flag(crate::spec::options::ROW_TRACKING) {
+            return UnsupportedSnafu {
+                message: format!(
+                    "compacting table {table}: row tracking (row-tracking.enabled: the compacted files would have to store _ROW_ID) is not supported yet"
+                ),
+            }
+            .fail();
+        }
+        Ok(())
+    }
+
     /// Checks that tidelake can write this table; reading has fewer restrictions.
     pub fn check_writable(&self, table: &str) -> Result<()> {
         let unsupported = |what: &str| {
@@ -284,11 +299,6 @@ impl TableLayout {
         {
             return unsupported(
                 "64-bit deletion vectors (deletion-vectors.bitmap64: tidelake writes Paimon's default 32-bit vectors; it reads both)",
-            );
-        }
-        if CoreOptions::new(&self.schema.options).flag(crate::spec::options::ROW_TRACKING) {
-            return unsupported(
-                "row tracking (row-tracking.enabled: row ids are assigned at commit; tidelake reads these tables)",
             );
         }
         if self.bucket_mode == BucketMode::Dynamic

@@ -695,7 +695,7 @@ impl Table {
     ) -> Result<CompactReport> {
         let layout = self.layout()?;
         // A mode tidelake cannot write, it cannot compact either (postpone buckets, row ids).
-        layout.check_writable(&self.identifier().to_string())?;
+        layout.check_compactable(&self.identifier().to_string())?;
         op.phase("planning", 0);
         let plan_ = self
             .new_scan()

@@ -225,10 +225,12 @@ async fn every_mode_fixture_snapshot_reads_as_pypaimon_reads_it() {
     assert_eq!(rows_seen, 31);
 }
 
-/// A row-tracking table pypaimon wrote reads (above); tidelake neither creates one nor writes or
-/// compacts one yet (row ids are assigned at commit), and a refusal changes nothing.
+/// A row-tracking table pypaimon wrote reads (above); tidelake's appends continue its row ids
+/// (assigned at commit from the latest `nextRowId`, as Paimon's commit does) and pypaimon's next
+/// write continues from tidelake's; compaction is refused (row ids would have to be stored) and
+/// the refusal changes nothing.
 #[tokio::test]
-async fn row_tracking_tables_are_read_and_their_writes_refused_changing_nothing() {
+async fn row_tracking_tables_are_read_and_written_continuing_row_ids() {
     let dir = tempfile::tempdir().unwrap();
     crate::common::copy_dir(&fixtures_dir().join("modes"), dir.path());
     let catalog = Catalog::open(dir.path().to_str().unwrap()).unwrap();
@@ -236,21 +238,9 @@ async fn row_tracking_tables_are_read_and_their_writes_refused_changing_nothing(
     let table = catalog.load_table(&id).await.unwrap();
     let before = table.snapshot_manager().list_ids().await.unwrap();
     let rows = read_rows(&table, None).await;
-    let e = table
-        .write_batches(
-            &[crate::common::batch(
-                &table,
-                &[serde_json::json!({"id": 4, "v": "d"})],
-            )],
-            tidelake::table::WriteOptions::default(),
-            None,
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
-    assert!(e.to_string().contains("row tracking"), "{e}");
     let e = table.compact(true, vec![]).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("row tracking"), "{e}");
     assert_eq!(table.snapshot_manager().list_ids().await.unwrap(), before);
     assert_eq!(read_rows(&table, None).await, rows);
 
@@ -292,6 +282,52 @@ async fn row_tracking_tables_are_read_and_their_writes_refused_changing_nothing(
         .unwrap_err();
     assert!(e.to_string().contains("does not track rows"), "{e}");
 
+    // tidelake appends: the ids go on from pypaimon's nextRowId (3), the rows' sequence number is
+    // the snapshot that committed them.
+    let sid = table
+        .write_batches(
+            &[crate::common::batch(
+                &table,
+                &[
+                    serde_json::json!({"id": 4, "v": "d"}),
+                    serde_json::json!({"id": 5, "v": "e"}),
+                ],
+            )],
+            tidelake::table::WriteOptions::default(),
+            None,
+        )
+        .await
+        .unwrap()
+        .snapshot_id()
+        .unwrap();
+    let latest = table.snapshot_manager().snapshot(sid).await.unwrap();
+    assert_eq!(latest.next_row_id, Some(5));
+    let tracked = |q: &'static str| {
+        let query = &query;
+        async move { crate::common::rows(&query(q.into()).await.unwrap()) }
+    };
+    let q = "SELECT id, \"_ROW_ID\", \"_SEQUENCE_NUMBER\" FROM mx.row_tracking$row_tracking WHERE id >= 3 ORDER BY id";
+    let ids = |rows: &[(i64, i64, i64)]| -> Vec<Vec<Value>> {
+        rows.iter()
+            .map(|(a, b, c)| vec![(*a).into(), (*b).into(), (*c).into()])
+            .collect()
+    };
+    assert_eq!(
+        tracked(q).await,
+        ids(&[(3, 2, 2), (4, 3, sid), (5, 4, sid)])
+    );
+    let all = crate::common::paimon_rows(dir.path().to_str().unwrap(), "mx.row_tracking", None);
+    assert_eq!(all.len(), 5, "{all:?}");
+    // pypaimon's next write continues from tidelake's nextRowId.
+    crate::common::paimon(&[
+        "write",
+        dir.path().to_str().unwrap(),
+        "mx.row_tracking",
+        r#"[{"id": 6, "v": "f"}]"#,
+    ]);
+    let got = tracked("SELECT \"_ROW_ID\" FROM mx.row_tracking$row_tracking WHERE id = 6").await;
+    assert_eq!(got, [[Value::from(5)]]);
+
     let def = |pk: &[&str]| {
         crate::common::definition(
             "id BIGINT NOT NULL, v STRING",
@@ -309,13 +345,25 @@ async fn row_tracking_tables_are_read_and_their_writes_refused_changing_nothing(
             .contains("Cannot define primary-key for row tracking table"),
         "{e}"
     );
-    let e = catalog
+    // A row-tracking table tidelake creates numbers its rows from 0, commit after commit.
+    let t = catalog
         .create_table(&Identifier::new("mx", "rt_new"), &def(&[]), false)
         .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
-    assert!(catalog
-        .load_table(&Identifier::new("mx", "rt_new"))
-        .await
-        .is_err());
+        .unwrap();
+    for batch in [[1, 2], [3, 4]] {
+        let rows: Vec<Value> = batch
+            .iter()
+            .map(|i| serde_json::json!({"id": i, "v": "x"}))
+            .collect();
+        crate::common::write_rows(&t, &rows).await;
+    }
+    let got = tracked(
+        "SELECT id, \"_ROW_ID\", \"_SEQUENCE_NUMBER\" FROM mx.rt_new$row_tracking ORDER BY id",
+    )
+    .await;
+    assert_eq!(got, ids(&[(1, 0, 1), (2, 1, 1), (3, 2, 2), (4, 3, 2)]));
+    assert_eq!(
+        crate::common::paimon_rows(dir.path().to_str().unwrap(), "mx.rt_new", None).len(),
+        4
+    );
 }

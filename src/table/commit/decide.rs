@@ -282,6 +282,9 @@ pub(crate) struct Changes {
     pub(crate) identifier: i64,
     pub(crate) now_millis: i64,
     pub(crate) uuid: String,
+    /// The row id the next new row takes after this commit (row-tracking tables); `None`
+    /// carries the previous snapshot's forward.
+    pub(crate) next_row_id: Option<i64>,
 }
 
 /// The snapshot that follows `previous` with `changes`: the next id, time never going backwards,
@@ -300,6 +303,7 @@ pub(crate) fn next_snapshot(previous: Option<&Snapshot>, changes: Changes) -> Sn
         identifier,
         now_millis,
         uuid,
+        next_row_id,
     } = changes;
     Snapshot {
         version: SNAPSHOT_VERSION,
@@ -326,10 +330,41 @@ pub(crate) fn next_snapshot(previous: Option<&Snapshot>, changes: Changes) -> Sn
         properties: None,
         // Carried forward: row-tracking tables (written by Paimon and pypaimon) number new rows
         // from it, and Java writes it into every snapshot.
-        next_row_id: previous.and_then(|s| s.next_row_id),
+        next_row_id: next_row_id.or_else(|| previous.and_then(|s| s.next_row_id)),
         uuid: Some(uuid),
         writer_version: Some(format!("tidelake-{}", env!("CARGO_PKG_VERSION"))),
     }
+}
+
+/// Row ids and sequence numbers of a row-tracking table's new files, as Paimon's commit assigns
+/// them (`RowTrackingCommitUtils`): each appended file without a first row id takes the next
+/// `row_count` ids from `start` (the latest snapshot's `nextRowId`), and its rows' sequence
+/// number is the snapshot that commits them. Returns the entries and the next free row id.
+pub(crate) fn assign_row_ids(
+    adds: &[ManifestEntry],
+    start: i64,
+    snapshot_id: i64,
+) -> (Vec<ManifestEntry>, i64) {
+    let mut next = start;
+    let out = adds
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            let appended = e.kind == FileKind::Add
+                && e.file.file_source.unwrap_or(0)
+                    == crate::spec::manifest::FileSource::Append as i32;
+            if appended {
+                e.file.min_sequence_number = snapshot_id;
+                e.file.max_sequence_number = snapshot_id;
+                if e.file.first_row_id.is_none() {
+                    e.file.first_row_id = Some(next);
+                    next += e.file.row_count;
+                }
+            }
+            e
+        })
+        .collect();
+    (out, next)
 }
 
 /// How a publish attempt ended.
@@ -407,6 +442,32 @@ mod tests {
 
     fn key_types() -> Vec<DataType> {
         vec!["BIGINT NOT NULL".parse().unwrap()]
+    }
+
+    #[test]
+    fn row_ids_continue_from_the_latest_snapshot_in_file_order() {
+        let mut a = entry("a", 0, 0, 0);
+        a.file.row_count = 3;
+        a.file.file_source = Some(0);
+        let mut b = entry("b", 0, 0, 0);
+        b.file.row_count = 2;
+        b.file.file_source = Some(0);
+        // A file that already has ids (rewritten by a compaction) keeps them.
+        let mut c = entry("c", 0, 0, 0);
+        c.file.first_row_id = Some(1);
+        c.file.file_source = Some(1);
+        let (out, next) = assign_row_ids(&[a, b, c], 10, 7);
+        let ids: Vec<Option<i64>> = out.iter().map(|e| e.file.first_row_id).collect();
+        assert_eq!(ids, [Some(10), Some(13), Some(1)]);
+        assert_eq!(next, 15);
+        assert_eq!(
+            (
+                out[0].file.min_sequence_number,
+                out[0].file.max_sequence_number
+            ),
+            (7, 7)
+        );
+        assert_eq!(out[2].file.max_sequence_number, 0);
     }
 
     #[test]
@@ -575,6 +636,7 @@ mod tests {
             identifier: 7,
             now_millis: now,
             uuid: "id".into(),
+            next_row_id: None,
         }
     }
 

@@ -39,9 +39,10 @@ use crate::schema::layout::TableLayout;
 use crate::spec::binary_row::Datum;
 use crate::spec::index_manifest::{self, IndexFileMeta, IndexManifestEntry, HASH_INDEX};
 use crate::spec::manifest::{FileKind, ManifestEntry, ManifestFileMeta};
+use crate::spec::options::ROW_TRACKING;
 use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
 use crate::spec::DataFileMeta;
-use crate::spec::{CommitKind, Snapshot};
+use crate::spec::{CommitKind, CoreOptions, Snapshot};
 pub(crate) use decide::validate_overwrite;
 use decide::{Changes, ListRef, Published};
 
@@ -425,11 +426,26 @@ impl TableCommit {
                 )?,
                 None => vec![],
             };
+            // Row-tracking tables: new files take row ids from the base's nextRowId, so their
+            // manifest is this attempt's own.
+            let row_tracking = kind != CommitKind::Compact
+                && CoreOptions::new(&layout.schema.options).flag(ROW_TRACKING);
+            let (attempt_adds, next_row_id) = if row_tracking {
+                let start = latest.as_ref().and_then(|s| s.next_row_id).unwrap_or(0);
+                let next_id = latest.as_ref().map_or(1, |s| s.id + 1);
+                let (assigned, next) = decide::assign_row_ids(&adds, start, next_id);
+                if let Some(m) = adds_manifest.take() {
+                    let _ = table.io().delete(&mm.path(&m.file_name)).await;
+                }
+                (std::borrow::Cow::Owned(assigned), Some(next))
+            } else {
+                (std::borrow::Cow::Borrowed(&adds), None)
+            };
             let mut lists = self
                 .write_lists(
                     &layout,
                     latest.as_ref(),
-                    &adds,
+                    &attempt_adds,
                     &deletes,
                     &mut adds_manifest,
                 )
@@ -469,6 +485,7 @@ impl TableCommit {
                     identifier,
                     now_millis: table.clock().now_millis(),
                     uuid: uuid::Uuid::new_v4().to_string(),
+                    next_row_id,
                 },
             );
             let next_id = snapshot.id;
