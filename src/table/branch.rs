@@ -269,18 +269,34 @@ impl Table {
         let schema_from = bsm.snapshot(earliest).await?.schema_id;
         let io = self.io();
         let main = self.meta_path();
-        // Main's hint first: a reader that finds no hint lists the directory.
-        let _ = io.delete(&format!("{main}/snapshot/LATEST")).await;
+        let tags = self.tag_manager();
+        let doomed: Vec<String> = tags
+            .list()
+            .await?
+            .into_iter()
+            .filter(|(_, s)| s.id >= earliest)
+            .map(|(t, _)| t)
+            .collect();
+        // Another branch's base tag cannot go (this branch's comes back with its tags).
+        for tag in &doomed {
+            let path = format!("{}/tag/tag-{tag}", branch.meta_path());
+            if !io.exists(&path).await? {
+                let id = tags.get(tag).await?.id;
+                self.refuse_if_branch_base(tag, id).await?;
+            }
+        }
+        // Main's hints first: a reader that finds none lists the directory (the branch's are
+        // not copied: main keeps its snapshots below the branch's earliest).
+        for hint in ["LATEST", "EARLIEST"] {
+            let _ = io.delete(&format!("{main}/snapshot/{hint}")).await;
+        }
         for id in self.snapshot_manager().list_ids().await? {
             if id >= earliest {
                 io.delete(&format!("{main}/snapshot/snapshot-{id}")).await?;
             }
         }
-        let tags = self.tag_manager();
-        for (tag, s) in tags.list().await? {
-            if s.id >= earliest {
-                io.delete(&tags.path(&tag)).await?;
-            }
+        for tag in &doomed {
+            io.delete(&tags.path(tag)).await?;
         }
         for id in io
             .list_numbered(&format!("{main}/schema"), "schema-")
@@ -291,9 +307,16 @@ impl Table {
             }
         }
         let from = branch.meta_path();
-        for dir in ["snapshot", "schema", "tag"] {
+        for (dir, prefix) in [
+            ("snapshot", "snapshot-"),
+            ("schema", "schema-"),
+            ("tag", "tag-"),
+        ] {
             for f in io.list(&format!("{from}/{dir}")).await? {
                 let file = f.name().to_string();
+                if !file.starts_with(prefix) {
+                    continue;
+                }
                 let bytes = io.read(&f.path).await?;
                 io.write(&format!("{main}/{dir}/{file}"), bytes).await?;
             }
@@ -303,20 +326,45 @@ impl Table {
         Ok(())
     }
 
-    /// The branches whose tag directory holds a tag named `tag` (made from it): deleting main's
-    /// tag would let expiry remove files they still read.
-    pub(crate) async fn branches_holding_tag(&self, tag: &str) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        if self.branch().is_some() {
-            return Ok(out);
-        }
-        for b in self.branches().await? {
-            let path = format!("{}/tag/tag-{tag}", self.branch_dir(&b.name));
-            if self.io().exists(&path).await? {
-                out.push(b.name);
+    /// Refuses to remove tag `tag` (on snapshot `snapshot_id`) of this handle's branch when it is
+    /// a branch's base: on main, a branch made from it (its tag directory holds the same tag) reads
+    /// the tag's files; on a branch, the tag is the one it was made from (main holds it too).
+    pub(crate) async fn refuse_if_branch_base(&self, tag: &str, snapshot_id: i64) -> Result<()> {
+        let holders: Vec<String> = match self.branch() {
+            Some(b) => {
+                let main = self.path();
+                let shared = format!("{main}/tag/tag-{tag}");
+                let same = match self.io().read(&shared).await {
+                    Ok(bytes) => serde_json::from_slice::<crate::spec::Snapshot>(&bytes)
+                        .is_ok_and(|s| s.id == snapshot_id),
+                    Err(e) if e.kind() == crate::error::ErrorKind::NotFound => false,
+                    Err(e) => return Err(e),
+                };
+                if same {
+                    vec![b.to_string()]
+                } else {
+                    vec![]
+                }
             }
+            None => {
+                let mut out = Vec::new();
+                for b in self.branches().await? {
+                    let path = format!("{}/tag/tag-{tag}", self.branch_dir(&b.name));
+                    if self.io().exists(&path).await? {
+                        out.push(b.name);
+                    }
+                }
+                out
+            }
+        };
+        if holders.is_empty() {
+            return Ok(());
         }
-        Ok(out)
+        invalid!(
+            "Tag '{tag}' of table {} is the base of branch {}; delete the branch first",
+            self.full_name(),
+            holders.join(", ")
+        )
     }
 }
 

@@ -158,10 +158,11 @@ impl ChangelogReader {
     pub async fn evolve(&self, schema_id: i64) -> Result<Self> {
         let t = &self.table;
         let schema = t.schema_manager().schema(schema_id).await?;
-        let table = Table::new(
+        let table = Table::new_on(
             t.io().clone(),
             t.identifier().clone(),
             t.path().to_string(),
+            t.branch().map(String::from),
             schema,
             t.clock().clone(),
         );

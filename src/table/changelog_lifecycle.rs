@@ -235,7 +235,7 @@ impl Table {
                 }
             }
         }
-        for (_, t) in self.tag_manager().list().await? {
+        for (_, t) in self.protecting_tags().await? {
             let (files, manifests) = self.references(&t).await?;
             keep_files.extend(files);
             keep_manifests.extend(manifests);

@@ -53,6 +53,21 @@ fn present<T>(r: Result<T>) -> Result<Option<T>> {
 }
 
 impl Table {
+    /// The tags whose files expiry keeps: this branch's, and on a branch main's too (Paimon
+    /// expires a branch with main's tags: a branch made from a tag shares its files).
+    pub(crate) async fn protecting_tags(&self) -> Result<Vec<(String, Snapshot)>> {
+        let mut tags = self.tag_manager().list().await?;
+        if self.branch().is_some() {
+            let main = TagManager::new(
+                self.io().clone(),
+                self.path(),
+                self.identifier().to_string(),
+            );
+            tags.extend(main.list().await?);
+        }
+        Ok(tags)
+    }
+
     pub(crate) fn tag_manager(&self) -> TagManager {
         TagManager::new(self.io().clone(), self.meta_path(), self.full_name())
     }
@@ -232,7 +247,7 @@ impl Table {
             Some(s) => s.clone(),
             None => sm.snapshot(end).await?,
         };
-        let tags = self.tag_manager().list().await?;
+        let tags = self.protecting_tags().await?;
         let mut tag_files = HashSet::new();
         let mut keep_manifests = HashSet::new();
         for (_, t) in &tags {
@@ -437,15 +452,14 @@ impl Table {
     /// held are deleted too.
     pub async fn delete_tag(&self, name: &str) -> Result<CleanupReport> {
         // A branch made from the tag reads its snapshot's files: the tag keeps them from expiry.
-        let holders = self.branches_holding_tag(name).await?;
-        if !holders.is_empty() {
-            return crate::error::invalid!(
-                "Tag '{name}' of table {} is the base of branch {}; delete the branch first",
-                self.full_name(),
-                holders.join(", ")
-            );
-        }
+        let tagged = self.tag_manager().get(name).await?;
+        self.refuse_if_branch_base(name, tagged.id).await?;
         let snapshot = self.tag_manager().delete(name).await?;
+        if self.branch().is_some() {
+            // A branch's tag may pin files main uses too: orphan removal, which sees every
+            // branch, removes what no one uses.
+            return Ok(CleanupReport::default());
+        }
         let mut report = CleanupReport::default();
         let sm = self.snapshot_manager();
         let others = self.tag_manager().list().await?;
@@ -506,9 +520,12 @@ impl Table {
             None => return invalid!("table {} has no snapshots to roll back", self.identifier()),
         };
         let mut report = CleanupReport::default();
-        let remaining_tags: Vec<(String, Snapshot)> = tags
-            .list()
-            .await?
+        let all_tags = tags.list().await?;
+        // A later tag a branch was made from keeps that branch's files: it cannot go.
+        for (name, s) in all_tags.iter().filter(|(_, s)| s.id > target_id) {
+            self.refuse_if_branch_base(name, s.id).await?;
+        }
+        let remaining_tags: Vec<(String, Snapshot)> = all_tags
             .into_iter()
             .filter(|(_, s)| s.id <= target_id)
             .collect();

@@ -124,6 +124,25 @@ async fn branches_are_created_written_fast_forwarded_and_deleted() {
         .unwrap_err();
     assert!(e.to_string().contains("base of branch dev"), "{e}");
 
+    // A second branch, from a later tag: main cannot roll back past that tag, nor fast-forward
+    // over it, and the branch cannot drop its copy of the tag (all would free files it reads).
+    run("CALL sys.create_tag('db.t', 'v2')").await;
+    run("CALL sys.create_branch('db.t', 'late', 'v2')").await;
+    let snapshot_files = files_under(&root);
+    for q in [
+        format!("CALL sys.rollback_to('db.t', {tagged})"),
+        "CALL sys.fast_forward('db.t', 'dev')".to_string(),
+        "CALL sys.delete_tag('db.t$branch_late', 'v2')".to_string(),
+        "CALL sys.delete_tag('db.t', 'v2')".to_string(),
+    ] {
+        let e = sql(&engine, &q).await.unwrap_err();
+        assert!(e.to_string().contains("base of branch late"), "{q}: {e}");
+    }
+    assert_eq!(files_under(&root), snapshot_files);
+    assert_eq!(run("SELECT id, v FROM db.t ORDER BY id").await, main_rows);
+    run("CALL sys.delete_branch('db.t', 'late')").await;
+    run("CALL sys.delete_tag('db.t', 'v2')").await;
+
     // Bad requests are refused and change nothing.
     let snapshot_files = files_under(&root);
     for (q, needle) in [

@@ -215,6 +215,9 @@ impl TableCommit {
                 Err(e) => {
                     if e.kind() == ErrorKind::Conflict {
                         // Nothing of this commit was published: its files are garbage.
+                        // Nor was the compaction that would have followed it.
+                        self.remove_unpublished(&messages, Unpublished::Compaction)
+                            .await;
                         self.remove_unpublished(&messages, Unpublished::NewData)
                             .await;
                     }

@@ -623,8 +623,9 @@ impl TableWrite {
             if wait {
                 w.finish_compaction(&self.shared, true).await?;
             }
+            let open = w.window().clone();
+            m.vectors = w.commit_vectors(&self.shared, &open).await?;
             let window = w.take_window();
-            m.vectors = w.commit_vectors(&self.shared, &window).await?;
             m.compact_before = window.before;
             m.compact_after = window.after;
             m.compact_changelog = window.changelog;
@@ -690,7 +691,8 @@ impl TableWrite {
                     w.rebase_vectors(latest, &entries);
                 }
             }
-            self.vectors_of = Some((latest, entries));
+            // `vectors_of` stays the restored snapshot's: a bucket writer created later takes
+            // its files from that snapshot, and its vectors must come from the same one.
         }
         let mut committed: HashMap<BucketId, Vec<DataFileMeta>> = HashMap::new();
         for e in self
