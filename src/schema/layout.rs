@@ -294,13 +294,6 @@ impl TableLayout {
         if self.bucket_mode == BucketMode::Postpone {
             return unsupported("postpone bucket mode (bucket = -2)");
         }
-        if self.deletion_vectors()
-            && CoreOptions::new(&self.schema.options).flag(crate::spec::options::DV_BITMAP64)
-        {
-            return unsupported(
-                "64-bit deletion vectors (deletion-vectors.bitmap64: tidelake writes Paimon's default 32-bit vectors; it reads both)",
-            );
-        }
         if self.bucket_mode == BucketMode::Dynamic
             && self
                 .schema

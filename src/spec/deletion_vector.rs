@@ -111,18 +111,38 @@ pub fn read(file: &[u8], meta: &DeletionVectorMeta) -> Result<DeletionVector, St
 /// Writes an index file of 32-bit deletion vectors (Paimon's default kind), one per data file in
 /// the given order; returns the bytes and where each vector sits.
 pub fn write_32(vectors: &[(String, RoaringBitmap)]) -> (Vec<u8>, Vec<DeletionVectorMeta>) {
+    write(vectors, false)
+}
+
+/// Writes an index file of 64-bit vectors (`deletion-vectors.bitmap64`, Iceberg's
+/// `deletion-vector-v1` layout): the magic little-endian, a portable 64-bit Roaring bitmap, and a
+/// listed length that covers the whole record.
+pub fn write_64(vectors: &[(String, RoaringBitmap)]) -> (Vec<u8>, Vec<DeletionVectorMeta>) {
+    write(vectors, true)
+}
+
+fn write(vectors: &[(String, RoaringBitmap)], bits64: bool) -> (Vec<u8>, Vec<DeletionVectorMeta>) {
     let mut out = vec![DV_FILE_VERSION];
     let mut metas = Vec::with_capacity(vectors.len());
     for (data_file, bitmap) in vectors {
-        let mut body = MAGIC_32.to_be_bytes().to_vec();
-        bitmap
-            .serialize_into(&mut body)
-            .expect("writing into a Vec cannot fail");
+        let mut body = Vec::new();
+        if bits64 {
+            body.extend_from_slice(&MAGIC_64.to_le_bytes());
+            let mut wide = RoaringTreemap::new();
+            wide.extend(bitmap.iter().map(u64::from));
+            wide.serialize_into(&mut body)
+                .expect("writing into a Vec cannot fail");
+        } else {
+            body.extend_from_slice(&MAGIC_32.to_be_bytes());
+            bitmap
+                .serialize_into(&mut body)
+                .expect("writing into a Vec cannot fail");
+        }
         let size = body.len() as i32;
         metas.push(DeletionVectorMeta {
             data_file: data_file.clone(),
             offset: out.len() as i32,
-            length: size,
+            length: if bits64 { size + 8 } else { size },
             cardinality: Some(bitmap.len() as i64),
         });
         out.extend_from_slice(&size.to_be_bytes());
@@ -179,6 +199,12 @@ mod tests {
         ]);
         assert_eq!(bytes, f32);
         assert_eq!((metas[1].offset, metas[1].length), (33, 22));
+        let (bytes, metas) = write_64(&[
+            ("a".into(), [2u32, 3].into_iter().collect()),
+            ("b".into(), [1u32].into_iter().collect()),
+        ]);
+        assert_eq!(bytes, f64);
+        assert_eq!((metas[1].offset, metas[1].length), (45, 42));
     }
 
     #[test]

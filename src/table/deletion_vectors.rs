@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use roaring::RoaringBitmap;
 
-use crate::spec::deletion_vector::{write_32, DeletionVector};
+use crate::spec::deletion_vector::{write_32, write_64, DeletionVector};
 use crate::spec::index_manifest::{IndexFileMeta, IndexManifestEntry, DELETION_VECTORS_INDEX};
 use crate::spec::DataFileMeta;
 
@@ -110,16 +110,20 @@ impl BucketVectors {
         next
     }
 
-    /// The index file of these vectors: its bytes and its description under `file_name`, in
-    /// data-file name order. An empty set still makes a (one-byte) file, as Paimon writes one to
+    /// The index file of these vectors (`bits64`: Paimon's 64-bit layout): its bytes and its
+    /// description under `file_name`, in data-file name order. An empty set still makes a (one-byte) file, as Paimon writes one to
     /// replace a bucket's last vectors.
-    pub(crate) fn encode(&self, file_name: String) -> (Vec<u8>, IndexFileMeta) {
+    pub(crate) fn encode(&self, file_name: String, bits64: bool) -> (Vec<u8>, IndexFileMeta) {
         let list: Vec<(String, RoaringBitmap)> = self
             .vectors
             .iter()
             .map(|(f, b)| (f.clone(), b.clone()))
             .collect();
-        let (bytes, ranges) = write_32(&list);
+        let (bytes, ranges) = if bits64 {
+            write_64(&list)
+        } else {
+            write_32(&list)
+        };
         let meta = IndexFileMeta {
             index_type: DELETION_VECTORS_INDEX.into(),
             file_name,
@@ -169,7 +173,9 @@ impl crate::table::Table {
         vectors: &BucketVectors,
     ) -> crate::error::Result<VectorsChange> {
         let file = if vectors.modified {
-            let (bytes, file) = vectors.encode(namer.next("index-", ""));
+            let bits64 = crate::spec::CoreOptions::new(&self.schema().options)
+                .flag(crate::spec::options::DV_BITMAP64);
+            let (bytes, file) = vectors.encode(namer.next("index-", ""), bits64);
             self.manifest_manager()
                 .write_index_file(&file, bytes)
                 .await?;
@@ -247,14 +253,14 @@ mod tests {
             .into(),
             modified: true,
         };
-        let (bytes, meta) = v.encode("index-x-0".into());
+        let (bytes, meta) = v.encode("index-x-0".into(), false);
         assert_eq!(meta.row_count, 2);
         assert_eq!(meta.file_size, bytes.len() as i64);
         let ranges = meta.dv_ranges.unwrap();
         assert_eq!(ranges[0].data_file, "f1");
         let dv = crate::spec::deletion_vector::read(&bytes, &ranges[0]).unwrap();
         assert!(dv.is_deleted(9) && !dv.is_deleted(5));
-        let (bytes, meta) = BucketVectors::default().encode("index-x-1".into());
+        let (bytes, meta) = BucketVectors::default().encode("index-x-1".into(), false);
         assert_eq!(bytes, [1u8]);
         assert_eq!(meta.row_count, 0);
     }

@@ -144,30 +144,6 @@ async fn deleted_rows_are_left_out_as_paimon_and_pypaimon_read_them() {
     let latest = t.snapshot_manager().latest_id().await.unwrap().unwrap();
     assert_eq!(read_rows(&t, Some(latest - 1)).await, deleted);
 
-    // 64-bit vectors are read but not written: writing such a table is refused, changing nothing.
-    let mut next = t.schema().as_ref().clone();
-    next.id += 1;
-    next.options
-        .insert("deletion-vectors.bitmap64".into(), "true".into());
-    assert!(t.schema_manager().create(&next).await.unwrap());
-    let t64 = s.catalog.load_table(&id).await.unwrap();
-    let before = t64.snapshot_manager().list_ids().await.unwrap();
-    let e = t64
-        .write_batches(
-            &[batch(&t64, &rows(&[9], "c"))],
-            WriteOptions::default(),
-            None,
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
-    assert!(e.to_string().contains("deletion-vectors.bitmap64"), "{e}");
-    assert_eq!(
-        t64.compact(true, vec![]).await.unwrap_err().kind(),
-        ErrorKind::Unsupported
-    );
-    assert_eq!(t64.snapshot_manager().list_ids().await.unwrap(), before);
-
     // A corrupt or missing vector fails the read naming the file; it never reads deleted rows.
     let (mut bytes, metas) = write_32(&[(top.file_name.clone(), [2u32].into_iter().collect())]);
     bytes[6] ^= 0xff; // the magic number
@@ -218,14 +194,6 @@ async fn paimons_rules_for_deletion_vector_options_are_kept() {
                 ("bucket", "1"),
             ],
             "only supported for NONE/INPUT/LOOKUP changelog producer",
-        ),
-        (
-            vec![
-                ("deletion-vectors.enabled", "true"),
-                ("deletion-vectors.bitmap64", "true"),
-                ("bucket", "1"),
-            ],
-            "deletion-vectors.bitmap64",
         ),
     ]
     .into_iter()
@@ -547,4 +515,126 @@ async fn sql_statements_on_a_dynamic_bucket_deletion_vector_table() {
     let want = vec![vec![json!(2), json!("y")], vec![json!(9), json!("z")]];
     assert_eq!(got, want);
     assert_eq!(paimon_rows(s.path(), "db.t", None), want);
+}
+
+/// A corrupt deletion-vector file of a table tidelake writes: the next write fails naming the
+/// table and the file and commits nothing; the read fails the same way (never returning rows the
+/// file deletes); snapshots before it still read.
+#[tokio::test]
+async fn a_corrupt_vector_file_fails_the_write_naming_it_and_changes_nothing() {
+    let s = Scratch::new();
+    let name = "db.dvc";
+    let t = s
+        .create(
+            name,
+            "id BIGINT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[("bucket", "1"), ("deletion-vectors.enabled", "true")],
+        )
+        .await;
+    write_rows(&t, &rows(&[1, 2, 3, 4], "a")).await;
+    write_rows(&t, &rows(&[2, 3], "b")).await;
+    let good = t.snapshot_manager().latest_id().await.unwrap().unwrap();
+    let snapshot = t.snapshot_manager().latest().await.unwrap().unwrap();
+    let entry = t
+        .manifest_manager()
+        .index_entries(&snapshot)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.file.index_type == DELETION_VECTORS_INDEX)
+        .expect("a vector file");
+    let expect = sorted(vec![
+        vec![json!(1), json!("a1")],
+        vec![json!(2), json!("b2")],
+        vec![json!(3), json!("b3")],
+        vec![json!(4), json!("a4")],
+    ]);
+    assert_eq!(read_rows(&t, None).await, expect);
+    let path = format!("{}/db.db/dvc/index/{}", s.path(), entry.file.file_name);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[6] ^= 0xff; // the first vector's magic number
+    std::fs::write(&path, &bytes).unwrap();
+    // A fresh catalog: nothing cached of the file (index files are immutable by name).
+    let t = tidelake::Catalog::open(s.path())
+        .unwrap()
+        .load_table(&Identifier::parse(name).unwrap())
+        .await
+        .unwrap();
+    let before = t.snapshot_manager().list_ids().await.unwrap();
+    let e = t
+        .write_batches(
+            &[batch(&t, &rows(&[3], "c"))],
+            WriteOptions::default(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains(&entry.file.file_name) && e.to_string().contains("magic"),
+        "{e}"
+    );
+    assert_eq!(t.snapshot_manager().list_ids().await.unwrap(), before);
+    let e = t
+        .read_all(tidelake::table::SnapshotSelector::Latest, None)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains(&entry.file.file_name), "{e}");
+    // The first write's snapshots had no vectors yet: they still read.
+    let first = t
+        .snapshot_manager()
+        .list_ids()
+        .await
+        .unwrap()
+        .into_iter()
+        .rev()
+        .find(|id| *id < good - 1)
+        .unwrap();
+    assert_eq!(read_rows(&t, Some(first)).await, want(&[1, 2, 3, 4]));
+}
+
+/// `deletion-vectors.bitmap64`: tidelake writes Paimon's 64-bit (Iceberg-compatible) vectors,
+/// and reads them back (pypaimon reads only 32-bit ones).
+#[tokio::test]
+async fn sixty_four_bit_vectors_are_written_when_asked_for() {
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.dv64",
+            "id BIGINT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "1"),
+                ("deletion-vectors.enabled", "true"),
+                ("deletion-vectors.bitmap64", "true"),
+            ],
+        )
+        .await;
+    write_rows(&t, &rows(&[1, 2, 3, 4, 5], "a")).await;
+    write_rows(&t, &rows(&[6], "a")).await;
+    write_rows(&t, &rows(&[2, 4], "b")).await;
+    let snapshot = t.snapshot_manager().latest().await.unwrap().unwrap();
+    let entry = t
+        .manifest_manager()
+        .index_entries(&snapshot)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.file.index_type == DELETION_VECTORS_INDEX)
+        .expect("a vector file");
+    let path = format!("{}/db.db/dv64/index/{}", s.path(), entry.file.file_name);
+    let bytes = std::fs::read(&path).unwrap();
+    let range = &entry.file.dv_ranges.as_ref().unwrap()[0];
+    // The magic, little-endian, and a listed length covering the whole record.
+    let at = range.offset as usize;
+    assert_eq!(&bytes[at + 4..at + 8], &1_681_511_377i32.to_le_bytes());
+    let size = i32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!(range.length, size + 8);
+    let got = read_rows(&t, None).await;
+    let mut want = want(&[1, 3, 5, 6]);
+    want.push(vec![json!(2), json!("b2")]);
+    want.push(vec![json!(4), json!("b4")]);
+    assert_eq!(got, sorted(want));
 }
