@@ -39,6 +39,22 @@ impl DeletionVector {
         }
     }
 
+    /// The deleted positions as a 32-bit bitmap (the error names `file` when a 64-bit vector
+    /// holds a position beyond 32 bits).
+    pub fn positions_32(&self, file: &str) -> Result<RoaringBitmap, String> {
+        match self {
+            DeletionVector::Bits32(b) => Ok(b.clone()),
+            DeletionVector::Bits64(b) => b
+                .iter()
+                .map(|p| {
+                    u32::try_from(p).map_err(|_| {
+                        format!("deletion vector of {file}: position {p} is beyond 32 bits")
+                    })
+                })
+                .collect(),
+        }
+    }
+
     /// How many rows are deleted.
     pub fn cardinality(&self) -> u64 {
         match self {

@@ -36,6 +36,9 @@ pub struct TableRead {
     /// `deletion-vectors.enabled`: batch reads skip level 0 and read every other file without
     /// merging, leaving out the rows its deletion vector marks.
     deletion_vectors: bool,
+    /// `deletion-vectors.merge-on-read`: level 0 is read too, merged with the other levels
+    /// (their marked rows left out), so rows not yet compacted up are seen.
+    dv_merge_on_read: bool,
 }
 
 /// The index of the snapshot a deletion-vector read reads: its entries are decoded once, by the
@@ -136,6 +139,27 @@ fn is_raw(split: &Split) -> bool {
         .all(|f| f.level > 0 && f.level == first_level && f.delete_row_count == Some(0))
 }
 
+/// The projected columns (`out_cols`) of merged rows, as `output_schema`.
+fn project_merged(
+    merged: &RecordBatch,
+    out_cols: &[usize],
+    output_schema: &SchemaRef,
+) -> Result<RecordBatch> {
+    let columns = merged
+        .project(out_cols)
+        .context(ArrowSnafu {
+            context: "projecting merged rows",
+        })?
+        .columns()
+        .to_vec();
+    let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(merged.num_rows()));
+    RecordBatch::try_new_with_options(Arc::clone(output_schema), columns, &opts).context(
+        ArrowSnafu {
+            context: "merged rows",
+        },
+    )
+}
+
 /// `schema` with a leading non-null `rowkind` string column.
 pub fn with_row_kind_column(schema: &SchemaRef) -> SchemaRef {
     let mut fields = vec![Arc::new(arrow::datatypes::Field::new(
@@ -196,17 +220,12 @@ impl TableRead {
     /// `projection`: column names to return, in that order (`None` = all columns).
     pub(crate) fn new(table: Table, projection: Option<&[String]>) -> Result<Self> {
         let layout = table.layout()?;
-        if CoreOptions::new(&layout.schema.options).flag(DV_MERGE_ON_READ) {
-            return crate::error::UnsupportedSnafu {
-                message: format!(
-                    "reading table {}: '{DV_MERGE_ON_READ}' = 'true' (level-0 files merged with deletion vectors) is not supported yet",
-                    table.identifier()
-                ),
-            }
-            .fail();
-        }
         let projection = resolve_projection(&table, &layout, projection)?;
-        let deletion_vectors = CoreOptions::new(&layout.schema.options).flag(DELETION_VECTORS);
+        let options = CoreOptions::new(&layout.schema.options);
+        let deletion_vectors = options.flag(DELETION_VECTORS);
+        // Merge-on-read applies only to primary-key tables (append files are all level 0).
+        let dv_merge_on_read =
+            deletion_vectors && options.flag(DV_MERGE_ON_READ) && layout.is_primary_key_table();
         let output_schema = Arc::new(layout.arrow_schema.project(&projection).context(
             ArrowSnafu {
                 context: "projecting the schema",
@@ -217,6 +236,7 @@ impl TableRead {
             layout,
             projection,
             deletion_vectors,
+            dv_merge_on_read,
             output_schema,
             row_kind: false,
             row_tracking: false,
@@ -292,13 +312,15 @@ impl TableRead {
                 entries: tokio::sync::OnceCell::new(),
             })
         });
+        let mor = self.dv_merge_on_read;
         let parts = plan.splits.into_iter().map(move |mut split| {
-            if dv && layout.is_primary_key_table() {
+            if dv && !mor && layout.is_primary_key_table() {
                 // Level 0 is not yet compacted against the levels above (Paimon's batch reads of
                 // deletion-vector primary-key tables skip it; append files are all level 0).
                 split.files.retain(|f| f.level > 0);
             }
-            let unmerged = !layout.is_primary_key_table() || dv || (!row_kind && is_raw(&split));
+            let unmerged =
+                !layout.is_primary_key_table() || (dv && !mor) || (!row_kind && is_raw(&split));
             if !(unmerged && split.files.len() > 1) {
                 return this.split_stream(split, filter.clone(), snapshot.clone());
             }
@@ -376,7 +398,8 @@ impl TableRead {
         // One sorted run above level 0 without retractions holds final rows, each key once (after
         // a full compaction, typically): it is read without merging, as Paimon's raw-convertible
         // splits are. So are the files of a deletion-vector table (above level 0, keys once).
-        let raw = (is_raw(&split) && !self.row_kind) || self.deletion_vectors;
+        let raw =
+            (is_raw(&split) && !self.row_kind) || (self.deletion_vectors && !self.dv_merge_on_read);
         let pk = layout.is_primary_key_table() && !raw;
         // PK tables read the system columns plus projected and sequence-field columns.
         let (file_target, value_cols): (SchemaRef, Vec<usize>) = if pk {
@@ -413,6 +436,8 @@ impl TableRead {
         let tracked: Option<(SchemaRef, Vec<crate::spec::DataFileMeta>)> =
             ((self.row_tracking || self.deletion_vectors) && !pk)
                 .then(|| (self.schema(), split.files.clone()));
+        // Merge-on-read of a deletion-vector table: every run is read without its marked rows.
+        let merged_vectors = (pk && self.dv_merge_on_read).then(|| split.files.clone());
         let row_tracking = self.row_tracking;
         let manifests = self.table.manifest_manager();
         let (dv_partition, dv_bucket) = (split.partition.clone(), split.bucket);
@@ -453,6 +478,67 @@ impl TableRead {
             .build()
         };
         Ok(move || -> Result<()> {
+            let load_vectors = |files: &[crate::spec::DataFileMeta]| match &dv_index {
+                Some(index) => handle.block_on(async {
+                    let entries = index
+                        .entries
+                        .get_or_try_init(|| manifests.index_entries(&index.snapshot))
+                        .await?;
+                    manifests
+                        .deletion_vectors(
+                            index.snapshot.id,
+                            entries,
+                            &dv_partition,
+                            dv_bucket,
+                            Some(&files.iter().map(|f| f.file_name.as_str()).collect()),
+                        )
+                        .await
+                }),
+                None => Ok(HashMap::new()),
+            };
+            if let (Some(files), Some(spec)) = (&merged_vectors, &spec) {
+                let vectors = load_vectors(files)?;
+                let positioned = data_file::with_position_column(&file_target);
+                let mut streams = Vec::new();
+                for (run, metas) in runs
+                    .into_iter()
+                    .zip(data_file::key_ordered_runs(files, &layout.key_types))
+                {
+                    let run_files = run
+                        .into_iter()
+                        .zip(&metas)
+                        .map(|(file, meta)| {
+                            Ok(data_file::RunFile {
+                                file,
+                                deleted: vectors
+                                    .get(&meta.file_name)
+                                    .map(|dv| {
+                                        dv.positions_32(&meta.file_name).map_err(|message| {
+                                            crate::error::CorruptSnafu {
+                                                path: meta.file_name.clone(),
+                                                message,
+                                            }
+                                            .build()
+                                        })
+                                    })
+                                    .transpose()?,
+                                ordinal: None,
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    streams.push(data_file::vector_run_stream(
+                        handle.clone(),
+                        io.clone(),
+                        Arc::clone(&file_target),
+                        Arc::clone(&positioned),
+                        run_files,
+                    ));
+                }
+                return merge_streams(streams, spec, |merged| {
+                    let batch = project_merged(&merged, &out_cols, &output_schema)?;
+                    tx.blocking_send(Ok(batch)).map_err(|_| cancelled())
+                });
+            }
             let streams = runs.into_iter().map(|files| {
                 data_file::run_stream(
                     handle.clone(),
@@ -463,24 +549,7 @@ impl TableRead {
                 )
             });
             if let Some((schema, files)) = &tracked {
-                let vectors = match &dv_index {
-                    Some(index) => handle.block_on(async {
-                        let entries = index
-                            .entries
-                            .get_or_try_init(|| manifests.index_entries(&index.snapshot))
-                            .await?;
-                        manifests
-                            .deletion_vectors(
-                                index.snapshot.id,
-                                entries,
-                                &dv_partition,
-                                dv_bucket,
-                                Some(&files.iter().map(|f| f.file_name.as_str()).collect()),
-                            )
-                            .await
-                    })?,
-                    None => HashMap::new(),
-                };
+                let vectors = load_vectors(files)?;
                 for (file, stream) in files.iter().zip(streams) {
                     let dv = vectors.get(&file.file_name);
                     let mut position = 0i64;
@@ -515,20 +584,7 @@ impl TableRead {
                 return Ok(());
             };
             merge_streams(streams.collect(), &spec, |merged| {
-                let columns = merged
-                    .project(&out_cols)
-                    .context(ArrowSnafu {
-                        context: "projecting merged rows",
-                    })?
-                    .columns()
-                    .to_vec();
-                let opts =
-                    arrow::array::RecordBatchOptions::new().with_row_count(Some(merged.num_rows()));
-                let batch =
-                    RecordBatch::try_new_with_options(Arc::clone(&output_schema), columns, &opts)
-                        .context(ArrowSnafu {
-                        context: "merged rows",
-                    })?;
+                let batch = project_merged(&merged, &out_cols, &output_schema)?;
                 let batch = match &kind_schema {
                     Some(ks) => {
                         let kinds = merged

@@ -638,3 +638,62 @@ async fn sixty_four_bit_vectors_are_written_when_asked_for() {
     want.push(vec![json!(4), json!("b4")]);
     assert_eq!(got, sorted(want));
 }
+
+/// `deletion-vectors.merge-on-read`: batch reads merge level 0 with the other levels (their
+/// marked rows left out), so a write-only table's rows are seen before any compaction, and after
+/// one the vectors still hide the old copies.
+#[tokio::test]
+async fn merge_on_read_sees_level_0_and_honours_the_vectors() {
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.mor",
+            "id BIGINT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "1"),
+                ("deletion-vectors.enabled", "true"),
+                ("deletion-vectors.merge-on-read", "true"),
+                ("write-only", "true"),
+            ],
+        )
+        .await;
+    write_rows(&t, &rows(&[1, 2, 3], "a")).await;
+    write_rows(&t, &rows(&[2], "b")).await;
+    let (levels, _, _) = layout_of(&t).await;
+    assert_eq!(levels, [0, 0]);
+    let mut want = want(&[1, 3]);
+    want.push(vec![json!(2), json!("b2")]);
+    let want = sorted(want);
+    assert_eq!(read_rows(&t, None).await, want);
+    // A compaction moves level 0 up; deleting 2 and compacting again marks its old copy (the
+    // delete itself is dropped), and merge-on-read must leave the marked row out.
+    t.compact(false, vec![]).await.unwrap();
+    assert!(!layout_of(&t).await.0.contains(&0));
+    assert_eq!(read_rows(&t, None).await, want);
+    let b = crate::common::batch_with_kinds(&t, &kinds(&[(2, "", "-D")]));
+    t.write_batches(
+        &[b],
+        WriteOptions {
+            row_kind_column: Some("op".into()),
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    t.compact(false, vec![]).await.unwrap();
+    let (levels, dv_files, marked) = layout_of(&t).await;
+    assert!(
+        !levels.contains(&0) && dv_files == 1 && marked == 1,
+        "{levels:?} {marked}"
+    );
+    assert_eq!(
+        read_rows(&t, None).await,
+        crate::deletion_vectors::want(&[1, 3])
+    );
+    write_rows(&t, &rows(&[3], "c")).await;
+    let mut want2 = crate::deletion_vectors::want(&[1]);
+    want2.push(vec![json!(3), json!("c3")]);
+    assert_eq!(read_rows(&t, None).await, sorted(want2));
+}
