@@ -152,6 +152,28 @@ fn emit(
     m
 }
 
+/// The primary-key table `bench.<name>` of workload W (`id BIGINT, k BIGINT, v DOUBLE, s STRING`).
+async fn pk_table(
+    catalog: &Catalog,
+    name: &str,
+    options: BTreeMap<String, String>,
+) -> Result<tidelake::Table> {
+    Ok(catalog
+        .create_table(
+            &Identifier::new("bench", name),
+            &TableDefinition {
+                columns: TableDefinition::parse_columns(
+                    "id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING",
+                )?,
+                primary_keys: vec!["id".into()],
+                options,
+                ..Default::default()
+            },
+            false,
+        )
+        .await?)
+}
+
 /// Writes `n` inserts and `u` upserts (half existing keys) into `table`, commit by commit;
 /// returns the write seconds (generation excluded) and the rows every key holds now.
 async fn fill(
@@ -202,20 +224,7 @@ async fn deletion_vector_scans(args: &BenchArgs) -> Result<()> {
         let mut opts = BTreeMap::new();
         opts.insert("bucket".to_string(), args.buckets.to_string());
         opts.insert("deletion-vectors.enabled".to_string(), dv.to_string());
-        let table = catalog
-            .create_table(
-                &Identifier::new("bench", name),
-                &TableDefinition {
-                    columns: TableDefinition::parse_columns(
-                        "id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING",
-                    )?,
-                    primary_keys: vec!["id".into()],
-                    options: opts,
-                    ..Default::default()
-                },
-                false,
-            )
-            .await?;
+        let table = pk_table(&catalog, name, opts).await?;
         let mut truth = vec![0f64; n + u + 1];
         let (write_s, keys) = fill(&table, n, u, args.batch, &mut truth).await?;
         let plan = table.new_scan().all_levels().plan().await?;
@@ -338,20 +347,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
     if args.write_only {
         opts.insert("write-only".to_string(), "true".to_string());
     }
-    let pk = catalog
-        .create_table(
-            &Identifier::new("bench", "pk_w"),
-            &TableDefinition {
-                columns: TableDefinition::parse_columns(
-                    "id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING",
-                )?,
-                primary_keys: vec!["id".into()],
-                options: opts,
-                ..Default::default()
-            },
-            false,
-        )
-        .await?;
+    let pk = pk_table(&catalog, "pk_w", opts).await?;
     let mut perm: Vec<i64> = (0..n as i64).collect();
     for i in (1..perm.len()).rev() {
         let j = rng.below(i as u64 + 1) as usize;

@@ -100,6 +100,16 @@ async fn branches_are_created_written_fast_forwarded_and_deleted() {
         run("SELECT id, v FROM db.t$branch_empty").await,
         pairs(&[(9, "z")])
     );
+    // A branch's schema is its own: altering it leaves main's alone.
+    run("ALTER TABLE db.t$branch_empty ADD COLUMN note STRING").await;
+    assert_eq!(
+        run("SELECT * FROM db.t$branch_empty").await,
+        [[json!(9), json!("z"), Value::Null]]
+    );
+    assert_eq!(
+        run("SELECT * FROM db.t WHERE id = 1").await,
+        pairs(&[(1, "a")])
+    );
     // pypaimon reads each branch as tidelake wrote it.
     assert_eq!(paimon_rows(s.path(), "db.t$branch_dev", None), dev_rows);
     assert_eq!(paimon_rows(s.path(), "db.t", None), main_rows);

@@ -241,6 +241,26 @@ async fn an_append_table_keeps_its_level_0_files_and_leaves_out_deleted_rows() {
     assert_eq!(paimon_rows(s.path(), name, None), want);
 }
 
+/// A deletion-vector primary-key table `id BIGINT NOT NULL, v STRING` with `options` besides.
+async fn dv_table(s: &Scratch, name: &str, options: &[(&str, &str)]) -> tidelake::Table {
+    let mut all = vec![("deletion-vectors.enabled", "true")];
+    all.extend_from_slice(options);
+    s.create(name, "id BIGINT NOT NULL, v STRING", &["id"], &[], &all)
+        .await
+}
+
+/// The bucket's deletion-vector file in the latest snapshot of `t` (one bucket).
+async fn vector_file(t: &tidelake::Table) -> tidelake::spec::index_manifest::IndexManifestEntry {
+    let snapshot = t.snapshot_manager().latest().await.unwrap().unwrap();
+    t.manifest_manager()
+        .index_entries(&snapshot)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.file.index_type == DELETION_VECTORS_INDEX)
+        .expect("a vector file")
+}
+
 /// What a deletion-vector table's latest snapshot holds: (files per level, DV files, marked rows).
 async fn layout_of(t: &tidelake::Table) -> (Vec<i32>, usize, u64) {
     let plan = t.new_scan().all_levels().plan().await.unwrap();
@@ -277,15 +297,7 @@ fn kinds(rows: &[(i64, &str, &str)]) -> Vec<Value> {
 async fn commits_mark_replaced_rows_and_pypaimon_reads_them() {
     let s = Scratch::new();
     let name = "db.dvw";
-    let t = s
-        .create(
-            name,
-            "id BIGINT NOT NULL, v STRING",
-            &["id"],
-            &[],
-            &[("bucket", "2"), ("deletion-vectors.enabled", "true")],
-        )
-        .await;
+    let t = dv_table(&s, name, &[("bucket", "2")]).await;
     let mut model: std::collections::BTreeMap<i64, String> = Default::default();
     let check = |model: &std::collections::BTreeMap<i64, String>| {
         sorted(
@@ -524,27 +536,11 @@ async fn sql_statements_on_a_dynamic_bucket_deletion_vector_table() {
 async fn a_corrupt_vector_file_fails_the_write_naming_it_and_changes_nothing() {
     let s = Scratch::new();
     let name = "db.dvc";
-    let t = s
-        .create(
-            name,
-            "id BIGINT NOT NULL, v STRING",
-            &["id"],
-            &[],
-            &[("bucket", "1"), ("deletion-vectors.enabled", "true")],
-        )
-        .await;
+    let t = dv_table(&s, name, &[("bucket", "1")]).await;
     write_rows(&t, &rows(&[1, 2, 3, 4], "a")).await;
     write_rows(&t, &rows(&[2, 3], "b")).await;
     let good = t.snapshot_manager().latest_id().await.unwrap().unwrap();
-    let snapshot = t.snapshot_manager().latest().await.unwrap().unwrap();
-    let entry = t
-        .manifest_manager()
-        .index_entries(&snapshot)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|e| e.file.index_type == DELETION_VECTORS_INDEX)
-        .expect("a vector file");
+    let entry = vector_file(&t).await;
     let expect = sorted(vec![
         vec![json!(1), json!("a1")],
         vec![json!(2), json!("b2")],
@@ -599,31 +595,16 @@ async fn a_corrupt_vector_file_fails_the_write_naming_it_and_changes_nothing() {
 #[tokio::test]
 async fn sixty_four_bit_vectors_are_written_when_asked_for() {
     let s = Scratch::new();
-    let t = s
-        .create(
-            "db.dv64",
-            "id BIGINT NOT NULL, v STRING",
-            &["id"],
-            &[],
-            &[
-                ("bucket", "1"),
-                ("deletion-vectors.enabled", "true"),
-                ("deletion-vectors.bitmap64", "true"),
-            ],
-        )
-        .await;
+    let t = dv_table(
+        &s,
+        "db.dv64",
+        &[("bucket", "1"), ("deletion-vectors.bitmap64", "true")],
+    )
+    .await;
     write_rows(&t, &rows(&[1, 2, 3, 4, 5], "a")).await;
     write_rows(&t, &rows(&[6], "a")).await;
     write_rows(&t, &rows(&[2, 4], "b")).await;
-    let snapshot = t.snapshot_manager().latest().await.unwrap().unwrap();
-    let entry = t
-        .manifest_manager()
-        .index_entries(&snapshot)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|e| e.file.index_type == DELETION_VECTORS_INDEX)
-        .expect("a vector file");
+    let entry = vector_file(&t).await;
     let path = format!("{}/db.db/dv64/index/{}", s.path(), entry.file.file_name);
     let bytes = std::fs::read(&path).unwrap();
     let range = &entry.file.dv_ranges.as_ref().unwrap()[0];
@@ -645,20 +626,16 @@ async fn sixty_four_bit_vectors_are_written_when_asked_for() {
 #[tokio::test]
 async fn merge_on_read_sees_level_0_and_honours_the_vectors() {
     let s = Scratch::new();
-    let t = s
-        .create(
-            "db.mor",
-            "id BIGINT NOT NULL, v STRING",
-            &["id"],
-            &[],
-            &[
-                ("bucket", "1"),
-                ("deletion-vectors.enabled", "true"),
-                ("deletion-vectors.merge-on-read", "true"),
-                ("write-only", "true"),
-            ],
-        )
-        .await;
+    let t = dv_table(
+        &s,
+        "db.mor",
+        &[
+            ("bucket", "1"),
+            ("deletion-vectors.merge-on-read", "true"),
+            ("write-only", "true"),
+        ],
+    )
+    .await;
     write_rows(&t, &rows(&[1, 2, 3], "a")).await;
     write_rows(&t, &rows(&[2], "b")).await;
     let (levels, _, _) = layout_of(&t).await;
