@@ -11,17 +11,14 @@
 //! Merged records keep their sequence numbers; retractions are dropped only when nothing older
 //! can lie below the output level. Append tables concatenate small files in sequence order.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
-use arrow::array::{AsArray, BooleanArray, RecordBatch};
-use arrow::compute::{concat_batches, filter_record_batch};
-use arrow::datatypes::Int64Type;
-use arrow::row::{RowConverter, SortField};
+use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
 use snafu::ResultExt;
 
 use super::data_file::{self, RunFile};
-use super::deletion_vectors::{BucketVectors, Marks};
+use super::deletion_vectors::{BucketVectors, Marks, OldCopies};
 use super::progress::Operation;
 use super::write::CommitMessage;
 use super::Table;
@@ -295,98 +292,6 @@ pub(crate) struct Rewritten {
     /// Rows of files above the output level whose keys the outputs now hold (deletion-vector
     /// tables): the positions to mark deleted.
     pub(crate) marks: Marks,
-}
-
-/// Finds, in each chunk of a deletion-vector compaction, the rows of lookup runs whose keys the
-/// inputs rewrite: those are kept (without their position column) and their positions marked;
-/// the other lookup rows stay where they are and are dropped from the chunk.
-struct OldCopies {
-    keys: RowConverter,
-    key_count: usize,
-    input_runs: usize,
-}
-
-impl OldCopies {
-    fn new(
-        schema: &arrow::datatypes::SchemaRef,
-        key_count: usize,
-        input_runs: usize,
-    ) -> Result<Self> {
-        let fields = schema.fields()[..key_count]
-            .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
-            .collect();
-        let keys = RowConverter::new(fields).context(ArrowSnafu {
-            context: "key row encoding",
-        })?;
-        Ok(Self {
-            keys,
-            key_count,
-            input_runs,
-        })
-    }
-
-    fn take(
-        &mut self,
-        chunk: &[(usize, RecordBatch)],
-        lookup_names: &[String],
-        marks: &mut Marks,
-    ) -> Result<Vec<(usize, RecordBatch)>> {
-        let encode = |b: &RecordBatch| {
-            self.keys
-                .convert_columns(&b.columns()[..self.key_count])
-                .context(ArrowSnafu {
-                    context: "key row encoding",
-                })
-        };
-        let mut rewritten: HashSet<Vec<u8>> = HashSet::new();
-        for (_, b) in chunk.iter().filter(|(run, _)| *run < self.input_runs) {
-            rewritten.extend(encode(b)?.iter().map(|r| r.as_ref().to_vec()));
-        }
-        let mut out = Vec::with_capacity(chunk.len());
-        for (run, b) in chunk {
-            if *run < self.input_runs {
-                out.push((*run, b.clone()));
-                continue;
-            }
-            let keys = encode(b)?;
-            let keep: BooleanArray = keys
-                .iter()
-                .map(|r| Some(rewritten.contains(r.as_ref())))
-                .collect();
-            let last = b.num_columns() - 1;
-            let positions = b.column(last).as_primitive::<Int64Type>();
-            for (i, k) in keep.iter().enumerate() {
-                if k != Some(true) {
-                    continue;
-                }
-                let p = positions.value(i);
-                let file = lookup_names.get((p >> 32) as usize).ok_or_else(|| {
-                    InternalSnafu {
-                        message: format!("a lookup row names file ordinal {}", p >> 32),
-                    }
-                    .build()
-                })?;
-                marks
-                    .entry(file.clone())
-                    .or_default()
-                    .insert((p & 0xffff_ffff) as u32);
-            }
-            if keep.true_count() == 0 {
-                continue;
-            }
-            let stripped = b
-                .project(&(0..last).collect::<Vec<_>>())
-                .context(ArrowSnafu {
-                    context: "dropping the position column",
-                })?;
-            let kept = filter_record_batch(&stripped, &keep).context(ArrowSnafu {
-                context: "keeping the old copies of rewritten keys",
-            })?;
-            out.push((*run, kept));
-        }
-        Ok(out)
-    }
 }
 
 /// The files above level 0 that a compaction does not rewrite and whose keys overlap those of its

@@ -9,12 +9,19 @@
 //!
 //! A commit that carries a new file names the `base` it was derived from; the commit refuses it
 //! when the bucket's file changed meanwhile, or when a file it marks is no longer live
-//! ([`crate::table::commit`]), so marks are never lost and never point at a rewritten file.
+//! (the table's commit, `decide::check_vectors`), so marks are never lost and never point at a rewritten file.
 //! Everything here is pure but [`Table::bucket_vectors`], which loads a bucket's vectors.
 
 use std::collections::{BTreeMap, HashSet};
 
+use arrow::array::{AsArray, BooleanArray, RecordBatch};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::Int64Type;
+use arrow::row::{RowConverter, SortField};
 use roaring::RoaringBitmap;
+use snafu::ResultExt;
+
+use crate::error::{ArrowSnafu, InternalSnafu, Result};
 
 use crate::spec::deletion_vector::{write_32, write_64, DeletionVector};
 use crate::spec::index_manifest::{IndexFileMeta, IndexManifestEntry, DELETION_VECTORS_INDEX};
@@ -137,6 +144,98 @@ impl BucketVectors {
     }
 }
 
+/// Finds, in each chunk of a deletion-vector compaction, the rows of lookup runs whose keys the
+/// inputs rewrite: those are kept (without their position column) and their positions marked;
+/// the other lookup rows stay where they are and are dropped from the chunk.
+pub(crate) struct OldCopies {
+    keys: RowConverter,
+    key_count: usize,
+    input_runs: usize,
+}
+
+impl OldCopies {
+    pub(crate) fn new(
+        schema: &arrow::datatypes::SchemaRef,
+        key_count: usize,
+        input_runs: usize,
+    ) -> Result<Self> {
+        let fields = schema.fields()[..key_count]
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect();
+        let keys = RowConverter::new(fields).context(ArrowSnafu {
+            context: "key row encoding",
+        })?;
+        Ok(Self {
+            keys,
+            key_count,
+            input_runs,
+        })
+    }
+
+    pub(crate) fn take(
+        &mut self,
+        chunk: &[(usize, RecordBatch)],
+        lookup_names: &[String],
+        marks: &mut Marks,
+    ) -> Result<Vec<(usize, RecordBatch)>> {
+        let encode = |b: &RecordBatch| {
+            self.keys
+                .convert_columns(&b.columns()[..self.key_count])
+                .context(ArrowSnafu {
+                    context: "key row encoding",
+                })
+        };
+        let mut rewritten: HashSet<Vec<u8>> = HashSet::new();
+        for (_, b) in chunk.iter().filter(|(run, _)| *run < self.input_runs) {
+            rewritten.extend(encode(b)?.iter().map(|r| r.as_ref().to_vec()));
+        }
+        let mut out = Vec::with_capacity(chunk.len());
+        for (run, b) in chunk {
+            if *run < self.input_runs {
+                out.push((*run, b.clone()));
+                continue;
+            }
+            let keys = encode(b)?;
+            let keep: BooleanArray = keys
+                .iter()
+                .map(|r| Some(rewritten.contains(r.as_ref())))
+                .collect();
+            let last = b.num_columns() - 1;
+            let positions = b.column(last).as_primitive::<Int64Type>();
+            for (i, k) in keep.iter().enumerate() {
+                if k != Some(true) {
+                    continue;
+                }
+                let p = positions.value(i);
+                let file = lookup_names.get((p >> 32) as usize).ok_or_else(|| {
+                    InternalSnafu {
+                        message: format!("a lookup row names file ordinal {}", p >> 32),
+                    }
+                    .build()
+                })?;
+                marks
+                    .entry(file.clone())
+                    .or_default()
+                    .insert((p & 0xffff_ffff) as u32);
+            }
+            if keep.true_count() == 0 {
+                continue;
+            }
+            let stripped = b
+                .project(&(0..last).collect::<Vec<_>>())
+                .context(ArrowSnafu {
+                    context: "dropping the position column",
+                })?;
+            let kept = filter_record_batch(&stripped, &keep).context(ArrowSnafu {
+                context: "keeping the old copies of rewritten keys",
+            })?;
+            out.push((*run, kept));
+        }
+        Ok(out)
+    }
+}
+
 impl crate::table::Table {
     /// The deletion vectors of one bucket as of the snapshot whose index `entries` are given,
     /// restricted to its `live` data files.
@@ -147,7 +246,7 @@ impl crate::table::Table {
         partition: &[u8],
         bucket: i32,
         live: &[DataFileMeta],
-    ) -> crate::error::Result<BucketVectors> {
+    ) -> Result<BucketVectors> {
         let base = bucket_file(entries, partition, bucket).map(|e| e.file.file_name.clone());
         let vectors = self
             .manifest_manager()
@@ -171,7 +270,7 @@ impl crate::table::Table {
         &self,
         namer: &crate::manifest::FileNamer,
         vectors: &BucketVectors,
-    ) -> crate::error::Result<VectorsChange> {
+    ) -> Result<VectorsChange> {
         let file = if vectors.modified {
             let bits64 = crate::spec::CoreOptions::new(&self.schema().options)
                 .flag(crate::spec::options::DV_BITMAP64);
