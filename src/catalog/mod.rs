@@ -112,12 +112,6 @@ impl TableDefinition {
             ));
         }
         if pk {
-            if bucket == -2 {
-                return fail(
-                    "bucket = -2 (postpone) is not supported yet for writing; use a fixed bucket count or -1 (dynamic)"
-                        .into(),
-                );
-            }
             if bucket == -1 && opts.bucket_key().is_some() {
                 return fail(
                     "cannot define 'bucket-key' with bucket = -1 (dynamic buckets); remove 'bucket-key' or set a bucket count"
@@ -143,7 +137,10 @@ impl TableDefinition {
                 );
             }
         } else if bucket == -2 {
-            return fail("bucket = -2 (postpone) is not supported yet".into());
+            return fail(
+                "bucket = -2 (postpone) needs a primary key; an append table takes a bucket count or -1"
+                    .into(),
+            );
         }
         let trimmed: Vec<&String> = self
             .primary_keys

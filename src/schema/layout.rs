@@ -16,7 +16,7 @@ use crate::spec::{
 };
 
 /// Derived, immutable facts about one schema version of a table.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct TableLayout {
     pub changelog_producer: ChangelogProducer,
     pub schema: Arc<TableSchema>,
@@ -235,6 +235,7 @@ impl TableLayout {
     pub fn total_buckets(&self) -> i32 {
         match self.bucket_mode {
             BucketMode::Fixed(n) => n,
+            BucketMode::Postpone => crate::spec::POSTPONE_BUCKET,
             _ => -1,
         }
     }
@@ -291,9 +292,6 @@ impl TableLayout {
             }
             .fail()
         };
-        if self.bucket_mode == BucketMode::Postpone {
-            return unsupported("postpone bucket mode (bucket = -2)");
-        }
         if self.bucket_mode == BucketMode::Dynamic
             && self
                 .schema

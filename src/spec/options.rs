@@ -17,7 +17,8 @@ pub enum BucketMode {
     Unaware,
     /// `bucket` = -1 on a primary-key table (dynamic buckets, assigned per key hash).
     Dynamic,
-    /// `bucket` = -2 (postpone; not supported yet).
+    /// `bucket` = -2 on a primary-key table (postpone): writers stage rows in `bucket-postpone/`,
+    /// a compaction moves them into fixed buckets.
     Postpone,
 }
 
@@ -269,6 +270,29 @@ pub struct TableOptions {
     pub consumer_expiration_millis: Option<i64>,
     /// `dynamic-bucket.target-row-num` (2,000,000) and `dynamic-bucket.max-buckets` (-1).
     pub dynamic: DynamicOptions,
+    /// `postpone.*`: how many buckets a postpone table's compaction moves a partition's rows into.
+    pub postpone: PostponeOptions,
+}
+
+/// `postpone.*` options of a table (`bucket` = -2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostponeOptions {
+    /// `postpone.default-bucket-num`: buckets of a partition that has none yet.
+    pub default_bucket_num: Option<i32>,
+    /// `postpone.target-row-num-per-bucket`: estimate the count from rows (wins over size).
+    pub target_row_num: Option<i64>,
+    /// `postpone.target-size-per-bucket` (1 gb): estimate the count from file bytes.
+    pub target_size: u64,
+}
+
+impl Default for PostponeOptions {
+    fn default() -> Self {
+        Self {
+            default_bucket_num: None,
+            target_row_num: None,
+            target_size: 1 << 30,
+        }
+    }
 }
 
 impl Default for TableOptions {
@@ -466,6 +490,15 @@ impl TableOptions {
                         }
                     },
                 },
+            },
+            postpone: PostponeOptions {
+                default_bucket_num: r
+                    .count("postpone.default-bucket-num", 1)?
+                    .map(|n| n.min(i32::MAX as i64) as i32),
+                target_row_num: r.count("postpone.target-row-num-per-bucket", 1)?,
+                target_size: r
+                    .memory("postpone.target-size-per-bucket")?
+                    .unwrap_or(1 << 30),
             },
         })
     }

@@ -599,8 +599,11 @@ impl Table {
         op: &Operation,
     ) -> Result<CompactReport> {
         let layout = self.layout()?;
-        // A mode tidelake cannot write, it cannot compact either (postpone buckets, row ids).
+        // A mode tidelake cannot write, it cannot compact either (row ids).
         layout.check_compactable(&self.identifier().to_string())?;
+        if layout.bucket_mode == crate::spec::BucketMode::Postpone {
+            return self.compact_postpone(full, partition_filter, op).await;
+        }
         op.phase("planning", 0);
         let plan_ = self
             .new_scan()
@@ -721,7 +724,7 @@ impl Table {
 
     /// Removes the uncommitted outputs of compactions that will not be committed (best effort:
     /// what is left is an orphan that `remove_orphan_files` finds).
-    async fn discard_rewritten(&self, messages: &[CommitMessage]) {
+    pub(super) async fn discard_rewritten(&self, messages: &[CommitMessage]) {
         for m in messages {
             let Ok(dir) = self.bucket_dir(&m.partition, m.bucket) else {
                 continue;

@@ -1,5 +1,6 @@
-//! Data files: encoding one sorted run (or a chunk of appended rows) as Parquet with its
-//! `DataFileMeta` statistics, and decoding files back into batches of an expected schema.
+//! Data files: encoding one sorted run (or a chunk of appended rows) as Parquet (Avro for a
+//! postpone bucket's files, see `avro_file`) with its `DataFileMeta` statistics, and decoding
+//! files back into batches of an expected schema.
 
 use std::sync::Arc;
 
@@ -31,26 +32,36 @@ pub fn encode(
     source: FileSource,
     now_millis: i64,
 ) -> Result<(Bytes, DataFileMeta)> {
-    let mut props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(1).context(ParquetSnafu { path: &file_name })?,
-        ))
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
-    for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
-        if !dictionary_worthwhile(col) {
-            props =
-                props.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
-        }
-    }
-    let props = props.build();
     if batch.num_rows() == 0 {
         return crate::error::InternalSnafu {
             message: format!("refusing to write the empty data file {file_name}"),
         }
         .fail();
     }
-    let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 3);
-    write_parallel(&mut buf, batch, props).context(ParquetSnafu { path: &file_name })?;
+    let buf = if file_name.ends_with(AVRO_SUFFIX) {
+        super::avro_file::encode(layout, batch).map_err(|message| {
+            crate::error::InternalSnafu {
+                message: format!("writing the Avro data file {file_name}: {message}"),
+            }
+            .build()
+        })?
+    } else {
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(1).context(ParquetSnafu { path: &file_name })?,
+            ))
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+        for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
+            if !dictionary_worthwhile(col) {
+                props = props
+                    .set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
+            }
+        }
+        let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 3);
+        write_parallel(&mut buf, batch, props.build())
+            .context(ParquetSnafu { path: &file_name })?;
+        buf
+    };
 
     let n = batch.num_rows();
     let (min_key, max_key, key_stats, min_seq, max_seq, deletes) = if layout.is_primary_key_table()
@@ -124,6 +135,9 @@ pub fn encode(
     };
     Ok((Bytes::from(buf), meta))
 }
+
+/// The suffix of Avro data files (Paimon's postpone buckets); every other data file is Parquet.
+pub(crate) const AVRO_SUFFIX: &str = ".avro";
 
 /// Rows per Parquet row group.
 const ROW_GROUP_ROWS: usize = 256 * 1024;
@@ -402,6 +416,18 @@ pub(crate) fn decode_filtered(
     crate::metrics::metrics()
         .bytes_read
         .inc_by(bytes.len() as u64);
+    if path.ends_with(AVRO_SUFFIX) {
+        let out = super::avro_file::decode(&bytes, target, &file_name_of).map_err(|message| {
+            crate::error::CorruptSnafu {
+                path: path.to_string(),
+                message,
+            }
+            .build()
+        })?;
+        let rows: usize = out.iter().map(|b| b.num_rows()).sum();
+        crate::metrics::metrics().rows_read.inc_by(rows as u64);
+        return Ok(out);
+    }
     // The page index is read only when pages may be skipped.
     let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(
         parquet::file::metadata::PageIndexPolicy::from(filter.is_some()),

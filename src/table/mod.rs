@@ -5,6 +5,7 @@
 //!  ScanBuilder ──plan──► Plan{snapshot, splits} ──TableRead──► RecordBatch stream
 //! ```
 
+pub(crate) mod avro_file;
 pub mod branch;
 pub mod changelog;
 pub mod changelog_lifecycle;
@@ -15,6 +16,7 @@ pub(crate) mod deletion_vectors;
 pub(crate) mod evolution;
 pub mod lifecycle;
 pub mod maintenance;
+pub(crate) mod postpone;
 pub mod progress;
 pub mod read;
 pub mod scan;

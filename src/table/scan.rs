@@ -56,6 +56,8 @@ pub struct ScanBuilder {
     key_range: Option<KeyRange>,
     /// Values of every bucket-key column (bucket-key order): only their bucket is read.
     bucket_key: Option<Vec<Datum>>,
+    /// Keeps a postpone table's staged files too (batch reads skip them).
+    postpone: bool,
 }
 
 type Bound = Option<(Datum, bool)>;
@@ -103,7 +105,15 @@ impl ScanBuilder {
             all_levels: false,
             key_range: None,
             bucket_key: None,
+            postpone: false,
         }
+    }
+
+    /// Keeps the files a postpone table's writers staged in `bucket-postpone/` (what its
+    /// compaction moves; batch reads, as Paimon's, do not see them).
+    pub(crate) fn with_postpone(mut self) -> Self {
+        self.postpone = true;
+        self
     }
 
     /// Plans every live file, including level 0 of first-row tables (which batch reads skip).
@@ -231,7 +241,8 @@ impl Pruning {
             partition_types: layout.partition_types.clone(),
             skip_level0: !scan.all_levels && pk && layout.merge_engine == MergeEngine::FirstRow,
             bucket_hash,
-            real_buckets_only: layout.bucket_mode == crate::spec::BucketMode::Postpone,
+            real_buckets_only: layout.bucket_mode == crate::spec::BucketMode::Postpone
+                && !scan.postpone,
             key_range: scan
                 .key_range
                 .clone()

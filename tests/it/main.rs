@@ -23,5 +23,6 @@ mod lifecycle;
 mod model;
 mod nested;
 mod parsers;
+mod postpone;
 mod s3;
 mod sql;

@@ -145,6 +145,12 @@ pub struct TableWrite {
     /// An overwrite's writer: the buckets it writes start empty (their files are being replaced),
     /// as Paimon's `ignorePreviousFiles` writers do.
     ignore_previous: bool,
+    /// How the data files this writer spills are named: (prefix, suffix).
+    file_name: (String, &'static str),
+    /// The partitions a postpone table's move writes (the only ones restored); none: all.
+    only_partitions: Option<std::collections::HashSet<Vec<u8>>>,
+    /// Whether the compaction round at commit rewrites each touched bucket fully.
+    force_full: bool,
 }
 
 /// What a writer of a dynamic-bucket table knows of its HASH index.
@@ -163,6 +169,7 @@ impl TableWrite {
     pub(crate) fn new(table: Table, options: WriteOptions) -> Result<Self> {
         let layout = table.layout()?;
         layout.check_writable(&table.identifier().to_string())?;
+        let file_name = data_file_name(&layout);
         if let Some(col) = &options.row_kind_column {
             if layout.schema.field(col).is_some() {
                 return invalid!(
@@ -185,7 +192,31 @@ impl TableWrite {
             dynamic: None,
             vectors_of: None,
             ignore_previous: false,
+            file_name,
+            only_partitions: None,
+            force_full: false,
         })
+    }
+
+    /// The writer that moves a postpone table's staged rows of `partitions` into `buckets` fixed
+    /// buckets (Paimon's postpone compaction writes through a copy of the table with `bucket` =
+    /// N): it restores those partitions' real buckets, continues their sequence numbers and
+    /// compacts them (fully, if `full`) before every commit.
+    pub(crate) fn for_postpone_move(
+        table: Table,
+        buckets: i32,
+        partitions: std::collections::HashSet<Vec<u8>>,
+        full: bool,
+    ) -> Result<Self> {
+        let mut layout = table.layout()?.as_ref().clone();
+        layout.bucket_mode = BucketMode::Fixed(buckets);
+        let mut w = Self::new(table, WriteOptions::default())?;
+        w.shared.layout = Arc::new(layout);
+        w.file_name = data_file_name(&w.shared.layout);
+        w.only_partitions = Some(partitions);
+        w.force_full = full;
+        w.wait_compaction = true;
+        Ok(w)
     }
 
     fn layout(&self) -> &TableLayout {
@@ -203,8 +234,13 @@ impl TableWrite {
 
     /// Whether writers of this table compact beside writing. Bucket-unaware append tables are
     /// compacted by a separate job in Paimon, never by writers; `write-only` leaves it to one.
+    /// Postpone buckets are staging: only the compaction that moves them compacts.
     fn compacts(&self) -> bool {
-        !self.layout().options.write_only && self.layout().bucket_mode != BucketMode::Unaware
+        !self.layout().options.write_only
+            && !matches!(
+                self.layout().bucket_mode,
+                BucketMode::Unaware | BucketMode::Postpone
+            )
     }
 
     /// Validates `batch` and buffers its rows; may spill full buffers to data files.
@@ -215,6 +251,16 @@ impl TableWrite {
             self.options.row_kind_column.as_deref(),
             batch,
         )?;
+        self.write_conformed(values, kinds).await
+    }
+
+    /// Buffers rows already in the table's columns, with their row kinds (`kinds` none: all
+    /// inserts): rows read back from the table's own files.
+    pub(crate) async fn write_conformed(
+        &mut self,
+        values: RecordBatch,
+        kinds: Option<arrow::array::Int8Array>,
+    ) -> Result<()> {
         if values.num_rows() == 0 {
             return Ok(());
         }
@@ -342,7 +388,9 @@ impl TableWrite {
     /// Spills the buffers of `ids`: merging and Parquet encoding run on the blocking pool, one
     /// task per bucket, and the files are written concurrently.
     async fn spill(&mut self, ids: &[BucketId]) -> Result<()> {
-        let with_changelog = self.layout().changelog_producer == ChangelogProducer::Input;
+        // Postpone files are no changelog: the compaction that moves them writes it.
+        let with_changelog = self.layout().changelog_producer == ChangelogProducer::Input
+            && self.layout().bucket_mode != BucketMode::Postpone;
         let mut jobs = Vec::new();
         for id in ids {
             let Some(job) = self
@@ -354,7 +402,7 @@ impl TableWrite {
             };
             let dir = self.table().bucket_dir(&id.0, id.1)?;
             let names = (
-                self.shared.namer.next("data-", ".parquet"),
+                self.shared.namer.next(&self.file_name.0, self.file_name.1),
                 self.shared.namer.next("changelog-", ".parquet"),
             );
             jobs.push((id.clone(), dir, names, job));
@@ -542,6 +590,11 @@ impl TableWrite {
     /// dynamic-bucket tables also the HASH index entries.
     async fn restore(&mut self) -> Result<HashMap<BucketId, Restored>> {
         let mut restored: HashMap<BucketId, Restored> = HashMap::new();
+        if self.layout().bucket_mode == BucketMode::Postpone {
+            // Paimon's postpone writers ignore previous files: each starts at sequence number 0,
+            // and the compaction that moves the rows orders them by file, not by sequence.
+            return Ok(restored);
+        }
         if self.layout().bucket_mode == BucketMode::Dynamic {
             self.dynamic = Some(DynamicIndex {
                 options: self.layout().options.dynamic,
@@ -573,6 +626,11 @@ impl TableWrite {
             .live_entries(&snapshot)
             .await?
         {
+            if let Some(only) = &self.only_partitions {
+                if e.bucket < 0 || !only.contains(&e.partition) {
+                    continue;
+                }
+            }
             if total > 0 && e.total_buckets > 0 && e.total_buckets != total {
                 return invalid!(
                     "table {} has files written with {} buckets but its schema says {total}; rescaling is not supported",
@@ -598,6 +656,7 @@ impl TableWrite {
         // it (Paimon's `lookup-wait`), so the changelog follows each commit.
         // Deletion vectors come from the same forced compactions (Paimon forces lookup for them).
         let force = match self.layout().changelog_producer {
+            _ if self.force_full => Some(Force::Full),
             _ if self.layout().deletion_vectors() => Some(Force::Level0),
             ChangelogProducer::Lookup => Some(Force::Level0),
             ChangelogProducer::FullCompaction => {
@@ -762,4 +821,22 @@ impl TableWrite {
         w.start_compaction(&self.shared, None);
         Ok(())
     }
+}
+
+/// (prefix, suffix) of the data files a writer of `layout` spills: `data-<uuid>-<n>.parquet`, or
+/// in a postpone bucket Paimon's `data--u-<commit user>-s-<write id>-w-<uuid>-<n>.avro`, whose
+/// prefix tells the compaction which files one writer wrote (it reads them in creation order).
+/// Avro unless a column has no Avro form, as Paimon's postpone writer decides.
+fn data_file_name(layout: &TableLayout) -> (String, &'static str) {
+    if layout.bucket_mode != BucketMode::Postpone {
+        return ("data-".to_string(), ".parquet");
+    }
+    let user = uuid::Uuid::new_v4();
+    let write_id = (user.as_u128() as u32) & 0x7fff_ffff;
+    let suffix = if super::avro_file::convertible(layout) {
+        super::data_file::AVRO_SUFFIX
+    } else {
+        ".parquet"
+    };
+    (format!("data--u-{user}-s-{write_id}-w-"), suffix)
 }

@@ -1,7 +1,8 @@
 //! Routing: which (partition, bucket) each row of a conformed batch belongs to. The partition is
 //! the row's partition columns as a serialized BinaryRow; the bucket is Paimon's hash of the
-//! bucket-key columns modulo the bucket count (fixed-bucket tables), or 0 (dynamic-bucket tables,
-//! whose writer then splits each partition by its key index, see `dynamic`). Pure.
+//! bucket-key columns modulo the bucket count (fixed-bucket tables), 0 (dynamic-bucket tables,
+//! whose writer then splits each partition by its key index, see `dynamic`), or -2 (postpone
+//! tables: their writers stage rows in `bucket-postpone/`). Pure.
 
 use std::collections::HashMap;
 
@@ -72,7 +73,11 @@ pub(super) fn route(
     for (p, buckets) in groups.into_iter().enumerate() {
         for (b, rows) in buckets.into_iter().enumerate() {
             if !rows.is_empty() {
-                out.push(((partitions[p].clone(), b as i32), rows));
+                let bucket = match layout.bucket_mode {
+                    BucketMode::Postpone => crate::spec::POSTPONE_BUCKET,
+                    _ => b as i32,
+                };
+                out.push(((partitions[p].clone(), bucket), rows));
             }
         }
     }
