@@ -1162,3 +1162,32 @@ def test_helper_follows_schema_changes_on_a_live_subscription(uri, conn, db):
     ]
     assert got[2][2][3] == "int64"  # n was widened before the UPDATE's snapshot
     assert sub.schema_changes == 3
+
+
+def test_postpone_table_stages_rows_streams_them_and_a_compaction_publishes_them(uri, conn, db):
+    """A postpone-bucket table (`bucket` = -2) through Flight SQL: writes are staged (batch reads do not see
+    them, as Paimon's), a subscription with the `none` producer streams the staged changes as Paimon's
+    streaming reads do, and `CALL sys.compact` moves them into `postpone.default-bucket-num` buckets."""
+    t = f"{db}.later"
+    create_table(conn, t, "none", "deduplicate", bucket=-2, **{"postpone.default-bucket-num": "2"})
+    c = Collector(subscribe(uri, t, start="latest", heartbeat_millis=100))
+    try:
+        c.wait_connected()
+        dml(conn, f"INSERT INTO {t} VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3)")
+        dml(conn, f"INSERT INTO {t} VALUES (2, 'b2', 20)")
+        assert table_rows(conn, f"SELECT * FROM {t}") == []
+        run(conn, f"CALL sys.compact('{t}')")
+        assert snapshots(conn, t)[-1][1] == "COMPACT"
+        assert table_rows(conn, f"SELECT * FROM {t}") == [(1, "a", 1), (2, "b2", 20), (3, "c", 3)]
+        dml(conn, f"DELETE FROM {t} WHERE id = 1")
+        assert table_rows(conn, f"SELECT * FROM {t}") == [(1, "a", 1), (2, "b2", 20), (3, "c", 3)]
+        run(conn, f"CALL sys.compact('{t}')")
+        final = table_rows(conn, f"SELECT * FROM {t}")
+        assert final == [(2, "b2", 20), (3, "c", 3)]
+        end = latest_snapshot(conn, t)
+        c.wait_snapshot(end)
+    finally:
+        c.close()
+    assert sorted(fold_upsert(c.changes).values(), key=_sort_key) == final
+    buckets = {r["bucket"] for r in run(conn, f'SELECT bucket FROM {db}."later$files"').to_pylist()}
+    assert buckets == {0, 1}, buckets
