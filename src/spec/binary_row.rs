@@ -447,9 +447,11 @@ pub fn deserialize(serialized: &[u8], types: &[DataType]) -> Result<Vec<Datum>, 
             }
             // Paimon keeps no min/max for nested columns; a value written anyway reads as
             // unknown, which prunes nothing.
-            TypeRoot::Array(_) | TypeRoot::Multiset(_) | TypeRoot::Map(..) | TypeRoot::Row(_) => {
-                Datum::Null
-            }
+            TypeRoot::Array(_)
+            | TypeRoot::Multiset(_)
+            | TypeRoot::Map(..)
+            | TypeRoot::Row(_)
+            | TypeRoot::Variant => Datum::Null,
         };
         out.push(d);
     }

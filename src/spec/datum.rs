@@ -104,12 +104,16 @@ pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
                 precision: p,
             }
         }
-        TypeRoot::Array(_) | TypeRoot::Multiset(_) | TypeRoot::Map(..) | TypeRoot::Row(_) => {
-            return InvalidArgumentSnafu {
-                message: format!("a value of the nested type {ty} cannot be a key, a partition value or a literal"),
-            }
-            .fail()
+        TypeRoot::Array(_)
+        | TypeRoot::Multiset(_)
+        | TypeRoot::Map(..)
+        | TypeRoot::Row(_)
+        | TypeRoot::Variant => return InvalidArgumentSnafu {
+            message: format!(
+                "a value of the nested type {ty} cannot be a key, a partition value or a literal"
+            ),
         }
+        .fail(),
     })
 }
 

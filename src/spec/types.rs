@@ -34,7 +34,10 @@ pub enum TypeRoot {
     BigInt,
     Float,
     Double,
-    Decimal { precision: u8, scale: u8 },
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
     Char(u32),
     VarChar(u32),
     Binary(u32),
@@ -47,6 +50,9 @@ pub enum TypeRoot {
     Multiset(Box<DataType>),
     Map(Box<DataType>, Box<DataType>),
     Row(Vec<DataField>),
+    /// Semi-structured data in the Parquet Variant binary encoding: a `value` and a `metadata`
+    /// byte array (pypaimon 2.1 and Paimon 1.1+ write it unshredded as that group).
+    Variant,
 }
 
 /// A Paimon data type: a root plus nullability.
@@ -84,17 +90,22 @@ impl DataType {
             | TypeRoot::Array(_)
             | TypeRoot::Multiset(_)
             | TypeRoot::Map(..)
-            | TypeRoot::Row(_) => false,
+            | TypeRoot::Row(_)
+            | TypeRoot::Variant => false,
             _ => true,
         }
     }
 
-    /// ARRAY, MULTISET, MAP or ROW: a value column only (never a key, a partition or a bucket key),
-    /// without min/max statistics.
+    /// ARRAY, MULTISET, MAP, ROW or VARIANT: a value column only (never a key, a partition or a
+    /// bucket key), without min/max statistics.
     pub fn is_nested(&self) -> bool {
         matches!(
             self.root,
-            TypeRoot::Array(_) | TypeRoot::Multiset(_) | TypeRoot::Map(..) | TypeRoot::Row(_)
+            TypeRoot::Array(_)
+                | TypeRoot::Multiset(_)
+                | TypeRoot::Map(..)
+                | TypeRoot::Row(_)
+                | TypeRoot::Variant
         )
     }
 
@@ -136,6 +147,7 @@ impl DataType {
                     .map(|f| Field::new(&f.name, f.data_type.to_arrow(), f.data_type.nullable))
                     .collect::<Fields>(),
             ),
+            TypeRoot::Variant => ArrowType::Struct(variant_fields()),
         }
     }
 
@@ -187,6 +199,7 @@ impl DataType {
                 ),
                 _ => return None,
             },
+            ArrowType::Struct(fields) if *fields == variant_fields() => TypeRoot::Variant,
             ArrowType::Struct(fields) => TypeRoot::Row(
                 fields
                     .iter()
@@ -348,6 +361,15 @@ impl DataType {
     }
 }
 
+/// The Arrow form of VARIANT, as pypaimon exposes it and Paimon's `ParquetSchemaConverter` lays it
+/// out: `struct<value binary NOT NULL, metadata binary NOT NULL>`, in that order.
+pub fn variant_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("value", ArrowType::Binary, false),
+        Field::new("metadata", ArrowType::Binary, false),
+    ])
+}
+
 /// An Arrow map of `key_value` entries with a required key, as Paimon lays out MAP and MULTISET.
 fn map_type(key: &DataType, value: &DataType) -> ArrowType {
     let entries = Field::new(
@@ -438,6 +460,7 @@ impl fmt::Display for DataType {
                 }
                 f.write_str(">")?;
             }
+            TypeRoot::Variant => f.write_str("VARIANT")?,
         }
         if !self.nullable {
             f.write_str(" NOT NULL")?;

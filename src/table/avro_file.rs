@@ -130,6 +130,8 @@ fn avro_type(ty: &DataType, row_name: &str) -> Option<serde_json::Value> {
                 array_map(element, &count, row_name)?
             }
         }
+        // Paimon's converter has no VARIANT: such a table's postpone files stay Parquet.
+        TypeRoot::Variant => return None,
         TypeRoot::Row(fields) => {
             let fields: Vec<(String, DataType)> = fields
                 .iter()
@@ -235,6 +237,7 @@ fn to_value(col: &dyn Array, i: usize, ty: &DataType) -> Result<Value, String> {
         TypeRoot::Multiset(element) => {
             map_value(col, i, element, &DataType::new(TypeRoot::Int, false))?
         }
+        TypeRoot::Variant => return Err("VARIANT has no Avro form".to_string()),
         TypeRoot::Row(fields) => {
             let s = col.as_struct();
             Value::Record(

@@ -6,7 +6,8 @@ Commands (all print one JSON document on stdout):
   snapshots WH TABLE                     snapshot ids
   create WH TABLE SPEC_JSON              SPEC = {"columns": [[name, type, nullable]], "primary_keys": [],
                                                  "partition_keys": [], "options": {}}; a type is a
-                                         name of TYPES or list<T>, map<K,V>, struct<a:T,b:U>
+                                         name of TYPES (variant: values are JSON, read back
+                                         decoded as JSON text) or list<T>, map<K,V>, struct<a:T,b:U>
   write WH TABLE ROWS_JSON               one batch write + commit of rows (list of dicts)
   buckets WH TABLE                       {"<key json>": bucket} from the _KEY_ columns of every data file
   check-avro FILE...                     decodes Avro files with fastavro; prints record counts
@@ -21,7 +22,14 @@ TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "float
          "bool": pa.bool_(), "int16": pa.int16(), "int8": pa.int8(), "float32": pa.float32(),
          "decimal_10_2": pa.decimal128(10, 2), "binary": pa.binary(), "date32": pa.date32(),
          "timestamp_ms": pa.timestamp("ms"), "timestamp_us": pa.timestamp("us"),
-         "timestamp_ms_utc": pa.timestamp("ms", tz="UTC")}
+         "timestamp_ms_utc": pa.timestamp("ms", tz="UTC"),
+         # pypaimon's VARIANT: written from Python objects, read back decoded (as JSON text).
+         "variant": pa.struct([pa.field("value", pa.binary(), nullable=False),
+                               pa.field("metadata", pa.binary(), nullable=False)])}
+
+
+def is_variant(ty):
+    return pa.types.is_struct(ty) and ty == TYPES["variant"]
 
 
 def split_top(s):
@@ -56,7 +64,12 @@ def comparable(t):
     cols = []
     for col in t.columns:
         ty = col.type
-        if pa.types.is_timestamp(ty):
+        if is_variant(ty):
+            from pypaimon.data.generic_variant import GenericVariant
+            col = pa.array([None if v is None else
+                            json.dumps(GenericVariant.from_arrow_struct(v).to_python(), sort_keys=True)
+                            for v in col.to_pylist()], pa.string())
+        elif pa.types.is_timestamp(ty):
             col = col.cast(pa.timestamp(ty.unit)).cast(pa.int64())
         elif pa.types.is_date32(ty):
             col = col.cast(pa.int32())
@@ -119,7 +132,11 @@ def main():
         data = {}
         for f in schema:
             vals = [r.get(f.name) for r in rows]
-            if pa.types.is_timestamp(f.type):
+            if is_variant(f.type):
+                from pypaimon.data.generic_variant import GenericVariant
+                data[f.name] = GenericVariant.to_arrow_array(
+                    [None if v is None else GenericVariant.from_python(v) for v in vals])
+            elif pa.types.is_timestamp(f.type):
                 data[f.name] = pa.array(vals, pa.int64()).cast(f.type)
             elif pa.types.is_date32(f.type):
                 data[f.name] = pa.array(vals, pa.int32()).cast(f.type)

@@ -188,6 +188,7 @@ fn parse_atomic(s: &str, nullable: bool) -> Option<DataType> {
     let small = |v: u32| u8::try_from(v).ok();
     let root = match (name.as_str(), ltz) {
         ("BOOLEAN" | "BOOL", false) => TypeRoot::Boolean,
+        ("VARIANT", false) => TypeRoot::Variant,
         ("TINYINT", false) => TypeRoot::TinyInt,
         ("SMALLINT", false) => TypeRoot::SmallInt,
         ("INT" | "INTEGER", false) => TypeRoot::Int,
