@@ -1,6 +1,6 @@
 //! Property test: random upserts, deletes, buffer spills, writer restarts and commits on a
-//! primary-key table (fixed buckets, or dynamic buckets of two keys each; with or without
-//! deletion vectors), each read (latest and every earlier snapshot) compared with a BTreeMap
+//! primary-key table (fixed buckets, dynamic buckets of two keys each, or postpone buckets moved
+//! by a compaction after each commit; with or without deletion vectors), each read (latest and every earlier snapshot) compared with a BTreeMap
 //! model. A nested column (ARRAY<BIGINT>, given
 //! with Arrow's own item name) rides along through spills, merges and compactions.
 
@@ -123,11 +123,13 @@ async fn run(
         .unwrap(),
         primary_keys: vec!["id".into(), "part".into()],
         partition_keys: vec!["part".into()],
-        // -1: dynamic buckets, two keys each, so keys spread over many buckets.
+        // -1: dynamic buckets, two keys each, so keys spread over many buckets. -2: postpone
+        // buckets (moved by a compaction after each commit, into 2 buckets).
         options: [
             ("bucket".to_string(), buckets.to_string()),
             ("write-buffer-rows".to_string(), spill_rows.to_string()),
             ("dynamic-bucket.target-row-num".to_string(), "2".to_string()),
+            ("postpone.default-bucket-num".to_string(), "2".to_string()),
             (
                 "deletion-vectors.enabled".to_string(),
                 deletion_vectors.to_string(),
@@ -166,8 +168,20 @@ async fn run(
                     .commit(messages, BATCH_COMMIT_IDENTIFIER, None)
                     .await
                     .unwrap();
+                if buckets == -2 {
+                    // Postpone: the commit only stages; batch reads still see the moved rows
+                    // until a compaction moves the staged ones.
+                    if let Some(sid) = outcome.snapshot_id() {
+                        history.push((sid, committed.clone()));
+                    }
+                    table.compact(false, vec![]).await.unwrap();
+                }
                 committed = pending.clone();
-                if let Some(sid) = outcome.snapshot_id() {
+                let sid = match buckets {
+                    -2 => table.snapshot_manager().latest_id().await.unwrap(),
+                    _ => outcome.snapshot_id(),
+                };
+                if let Some(sid) = sid {
                     history.push((sid, committed.clone()));
                 }
                 let latest = sorted(rows(
@@ -220,7 +234,7 @@ proptest! {
     fn primary_key_table_matches_btreemap_model(
         ops in prop::collection::vec(op(), 1..40),
         spill_rows in prop_oneof![Just(1usize), Just(3), Just(7), Just(1000)],
-        buckets in prop_oneof![Just(-1i32), 1..4i32],
+        buckets in prop_oneof![Just(-2i32), Just(-1i32), 1..4i32],
         deletion_vectors in any::<bool>(),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
