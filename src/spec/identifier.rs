@@ -19,13 +19,19 @@ impl Identifier {
         }
     }
 
-    /// Parses `db.table`.
+    /// Parses `db.table`, or `db.table$branch_<name>` (a branch of the table).
     pub fn parse(s: &str) -> Result<Self> {
         match s.split_once('.') {
             Some((db, t)) if !db.is_empty() && !t.is_empty() && !t.contains('.') => {
                 let id = Self::new(db, t);
                 validate_name("database", &id.database)?;
-                validate_name("table", &id.table)?;
+                match crate::table::branch::split_branch(&id.table) {
+                    Some((table, branch)) => {
+                        validate_name("table", table)?;
+                        validate_name("branch", branch)?;
+                    }
+                    None => validate_name("table", &id.table)?,
+                }
                 Ok(id)
             }
             _ => InvalidArgumentSnafu {
@@ -86,5 +92,22 @@ mod tests {
             assert!(is_path_safe(good), "{good:?}");
         }
         assert!(validate_name("table", "../x").is_err());
+    }
+
+    #[test]
+    fn a_branch_of_a_table_parses_and_nothing_else_after_a_dollar() {
+        assert_eq!(
+            Identifier::parse("db.t$branch_dev").unwrap().table,
+            "t$branch_dev"
+        );
+        for bad in [
+            "db.t$snapshots",
+            "db.t$branch_",
+            "db.t$branch_a$b",
+            "db.$branch_x",
+            "db.t$branch_../x",
+        ] {
+            assert!(Identifier::parse(bad).is_err(), "{bad}");
+        }
     }
 }

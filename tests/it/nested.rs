@@ -324,7 +324,10 @@ async fn variant_values_are_shared_with_pypaimon_byte_for_byte() {
         .collect();
     let copy = arrow::array::RecordBatch::try_new(
         read.schema(),
-        vec![std::sync::Arc::new(ids), std::sync::Arc::clone(read.column(1))],
+        vec![
+            std::sync::Arc::new(ids),
+            std::sync::Arc::clone(read.column(1)),
+        ],
     )
     .unwrap();
     t.write_batches(&[copy], WriteOptions::default(), None)

@@ -64,3 +64,33 @@ def test_branch_actions_and_pypaimon_branches(server, conn, db):
     with pytest.raises(Exception, match="does not exist"):
         rows(cur, f"SELECT * FROM {t}$branch_dev")
     admin.close()
+
+
+def test_every_door_that_names_a_table_reaches_a_branch(server, conn, db):
+    """DoPut ingest (one commit), a streaming writer's acknowledged commit, DoGet of a query and a
+    bounded changelog subscription, each on `t$branch_b`: the branch changes, main does not."""
+    import tidelake
+
+    cur = conn.cursor()
+    t = f"{db}.doors"
+    cur.execute(f"CREATE TABLE {t} (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1')")
+    cur.execute(f"INSERT INTO {t} VALUES (1, 'a')")
+    admin = Admin(server.uri, user=USER, password=PASSWORD)
+    admin.create_tag(t, "base")
+    admin.create_branch(t, "b", from_tag="base")
+    branch = f"{t}$branch_b"
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.string())])
+    with tidelake.Client(server.uri, user=USER, password=PASSWORD) as c:
+        assert c.ingest(branch, pa.table({"id": [2, 3], "v": ["b", "c"]}, schema=schema)) == 2
+        with c.writer(branch, commit_user="doors-test") as w:
+            w.write(pa.table({"id": [4], "v": ["d"]}, schema=schema), commit=True)
+        assert c.sql(f"SELECT id, v FROM {branch} ORDER BY id").to_pylist() == [
+            {"id": 1, "v": "a"}, {"id": 2, "v": "b"}, {"id": 3, "v": "c"}, {"id": 4, "v": "d"}]
+        assert c.sql(f"SELECT id FROM {t}").to_pylist() == [{"id": 1}]
+        ids = [r[0] for r in rows(cur, f'SELECT snapshot_id FROM {db}."doors$branch_b$snapshots" ORDER BY 1')]
+        assert ids[0] == 1 and len(ids) >= 3, ids
+        changes = c.subscribe(branch, start="from-snapshot", snapshot_id=2, end_snapshot_id=ids[-1]).read_all()
+        assert sorted(changes.column("id").to_pylist()) == [2, 3, 4]
+        assert set(changes.column("_row_kind").to_pylist()) == {"+I"}
+    assert rows(cur, f'SELECT snapshot_id FROM {db}."doors$snapshots"') == [(1,)]
+    admin.close()
