@@ -1,4 +1,4 @@
-//! Nested types (ARRAY, MAP, ROW; MULTISET in schemas): value columns laid out in Parquet as
+//! Nested types (ARRAY, MAP, ROW; MULTISET in schemas; VARIANT): value columns laid out in Parquet as
 //! Paimon lays them out, their fields given ids in the schema as Paimon gives them, shared with
 //! pypaimon 2.1.0 in both directions; keys of nested types and nested NOT NULL violations are
 //! refused with nothing changed.
