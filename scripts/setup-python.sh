@@ -61,4 +61,11 @@ if [ ! -f "$VENV/.tidelake-deps-v7" ]; then
   "$VENV/bin/python" -c "import moto.server, flask" >&2
   touch "$VENV/.tidelake-deps-v7"
 fi
+if [ ! -f "$VENV/.tidelake-deps-v8" ]; then
+  # DuckDB, in-process: the peer of the analytics benchmark (bench/analytics.py reads the same
+  # Parquet files tidelake wrote). Benchmarks only; no test imports it.
+  "$VENV/bin/pip" install --quiet 'duckdb==2.0.1' >&2
+  "$VENV/bin/python" -c "import duckdb" >&2
+  touch "$VENV/.tidelake-deps-v8"
+fi
 echo "$VENV/bin/python"
