@@ -80,7 +80,7 @@ def main():
             return cur.fetch_arrow_table()
 
         def run_duckdb(sql):
-            return duck.execute(sql.format(t="q")).fetch_arrow_table()
+            return duck.sql(sql.format(t="q")).to_arrow_table()
 
         for name, sql in QUERIES.items():
             times = {"tidelake": [], "duckdb": []}
@@ -96,6 +96,8 @@ def main():
             tl, dk = statistics.median(times["tidelake"]), statistics.median(times["duckdb"])
             results.append({"query": name, "rows": a.rows, "tidelake_ms": round(tl * 1e3, 1),
                             "duckdb_ms": round(dk * 1e3, 1), "ratio": round(dk / tl, 2), "same_answer": same})
+        cur.close()
+        conn.close()
     finally:
         proc.stop()
     print(f"{'query':<10} {'tidelake ms':>12} {'duckdb ms':>10} {'ratio':>6}  same answer")

@@ -322,6 +322,24 @@ impl FileIo {
         Ok(())
     }
 
+    /// The file at `path` (relative to a local warehouse's root) opened for reading, for readers
+    /// that fetch only the byte ranges they need (Parquet footers and column chunks). Blocking:
+    /// call it from a blocking task. None on an object store, for a path with `..` or an
+    /// absolute one, or when the file cannot be opened (the caller then reads through the store,
+    /// which reports the error).
+    pub fn open_local(&self, path: &str) -> Option<std::fs::File> {
+        let root = self.local_root.as_ref()?;
+        let relative = std::path::Path::new(path);
+        if !relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
+            return None;
+        }
+        #[allow(clippy::disallowed_methods)] // blocking by contract (see above)
+        std::fs::File::open(root.join(relative)).ok()
+    }
+
     /// The canonical root of a local warehouse.
     pub fn local_root(&self) -> Option<&std::path::Path> {
         self.local_root.as_deref()

@@ -342,7 +342,7 @@ impl TableProvider for TableScanProvider {
 
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         limit: Option<usize>,
@@ -390,18 +390,82 @@ impl TableProvider for TableScanProvider {
             .iter()
             .map(|f| read_schema.index_of(f.name()).unwrap_or(0))
             .collect();
-        let partition = Arc::new(ScanPartition {
-            schema: Arc::clone(&out_schema),
-            read,
-            plan,
-            reorder,
-            limit,
-        });
-        let exec =
-            StreamingTableExec::try_new(out_schema, vec![partition], None, [], false, limit)?;
+        // One DataFusion partition per group of splits, so the operators above the scan
+        // (filters, partial aggregates) run on every core, not only the decoding.
+        // Files of an append table need no merging: each is a split of its own, so even a
+        // bucket-unaware table (one bucket) spreads over the partitions.
+        let append = !self.table.layout().map_err(df_err)?.is_primary_key_table();
+        let splits: Vec<crate::table::Split> = if append {
+            plan.splits.iter().flat_map(per_file).collect()
+        } else {
+            plan.splits.clone()
+        };
+        let groups = split_groups(&splits, state.config().target_partitions());
+        let partitions: Vec<Arc<dyn PartitionStream>> = groups
+            .into_iter()
+            .map(|splits| {
+                Arc::new(ScanPartition {
+                    schema: Arc::clone(&out_schema),
+                    read: read.clone(),
+                    plan: crate::table::Plan {
+                        splits,
+                        ..plan.clone()
+                    },
+                    reorder: reorder.clone(),
+                    limit,
+                }) as Arc<dyn PartitionStream>
+            })
+            .collect();
+        let exec = StreamingTableExec::try_new(out_schema, partitions, None, [], false, limit)?;
         Ok(Arc::new(exec))
     }
 }
+
+/// The splits of a scan as at most `partitions` groups of about equal bytes (largest split first
+/// into the lightest group), each group's splits in plan order; one group for an empty plan. Pure.
+pub(crate) fn split_groups(
+    splits: &[crate::table::Split],
+    partitions: usize,
+) -> Vec<Vec<crate::table::Split>> {
+    let n = partitions
+        .clamp(1, MAX_SCAN_PARTITIONS)
+        .min(splits.len().max(1));
+    let bytes = |s: &crate::table::Split| -> u64 {
+        s.files.iter().map(|f| f.file_size.max(1) as u64).sum()
+    };
+    let mut order: Vec<usize> = (0..splits.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(bytes(&splits[i])));
+    let mut load = vec![0u64; n];
+    let mut member: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for i in order {
+        let g = (0..n).min_by_key(|&g| (load[g], g)).unwrap_or(0);
+        load[g] += bytes(&splits[i]);
+        member[g].push(i);
+    }
+    member
+        .into_iter()
+        .map(|mut m| {
+            m.sort_unstable();
+            m.into_iter().map(|i| splits[i].clone()).collect()
+        })
+        .collect()
+}
+
+/// One split per file of `split` (files that are read without merging).
+fn per_file(split: &crate::table::Split) -> Vec<crate::table::Split> {
+    split
+        .files
+        .iter()
+        .map(|f| crate::table::Split {
+            partition: split.partition.clone(),
+            bucket: split.bucket,
+            files: vec![f.clone()],
+        })
+        .collect()
+}
+
+/// The most DataFusion partitions one table scan is split into.
+const MAX_SCAN_PARTITIONS: usize = 16;
 
 /// One streamed scan of a planned snapshot; every execution reads the same files.
 struct ScanPartition {
@@ -467,6 +531,40 @@ pub(crate) fn mem_table(schema: SchemaRef, batch: RecordBatch) -> Result<Arc<dyn
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn splits_spread_over_partitions_by_bytes() {
+        use crate::spec::DataFileMeta;
+        let split = |bucket: i32, sizes: &[i64]| crate::table::Split {
+            partition: vec![],
+            bucket,
+            files: sizes
+                .iter()
+                .map(|&s| {
+                    let mut f = DataFileMeta::for_test("f", 0, 0, 0);
+                    f.file_size = s;
+                    f
+                })
+                .collect(),
+        };
+        let splits = vec![
+            split(0, &[100]),
+            split(1, &[60, 30]),
+            split(2, &[50]),
+            split(3, &[10]),
+        ];
+        let groups = split_groups(&splits, 2);
+        let buckets: Vec<Vec<i32>> = groups
+            .iter()
+            .map(|g| g.iter().map(|s| s.bucket).collect())
+            .collect();
+        assert_eq!(buckets, [vec![0, 3], vec![1, 2]]);
+        assert_eq!(split_groups(&splits, 1).len(), 1);
+        assert_eq!(split_groups(&splits, 64).len(), 4, "no empty partitions");
+        let empty = split_groups(&[], 4);
+        assert_eq!(empty.len(), 1);
+        assert!(empty[0].is_empty());
+    }
 
     #[test]
     fn table_names() {

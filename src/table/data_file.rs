@@ -394,8 +394,34 @@ pub(crate) fn read_file(
     file: &FileRef,
     target: &SchemaRef,
 ) -> Result<Vec<RecordBatch>> {
+    load(handle, io, file, target, None)
+}
+
+/// Reads and decodes one data file into batches of `target`. A Parquet file of a local warehouse
+/// is read by ranges: its footer and only the column chunks `target` needs (in the row groups
+/// `filter` keeps), each into a buffer of its own. Any other file is fetched whole first (object
+/// stores: one request, and the local data cache).
+pub(crate) fn load(
+    handle: &tokio::runtime::Handle,
+    io: &crate::io::FileIo,
+    file: &FileRef,
+    target: &SchemaRef,
+    filter: Option<&RowGroupFilter>,
+) -> Result<Vec<RecordBatch>> {
+    if let Some(local) = local_file(io, &file.path) {
+        return decode_parquet(&file.path, local, target, filter, file.columns.as_ref());
+    }
     let bytes = handle.block_on(io.read_data(&file.path))?;
-    decode_filtered(&file.path, bytes, target, None, file.columns.as_ref())
+    decode_filtered(&file.path, bytes, target, filter, file.columns.as_ref())
+}
+
+/// The open file behind `path` (relative to a local warehouse's root) when it is a Parquet file
+/// there; none otherwise (then the caller reads through the store, which reports any error).
+fn local_file(io: &crate::io::FileIo, path: &str) -> Option<std::fs::File> {
+    if path.ends_with(AVRO_SUFFIX) || path.contains("://") {
+        return None;
+    }
+    io.open_local(path)
 }
 
 /// [`decode`], reading only the row groups `filter` keeps.
@@ -413,10 +439,10 @@ pub(crate) fn decode_filtered(
             None => Some(name.to_string()),
         }
     };
-    crate::metrics::metrics()
-        .bytes_read
-        .inc_by(bytes.len() as u64);
     if path.ends_with(AVRO_SUFFIX) {
+        crate::metrics::metrics()
+            .bytes_read
+            .inc_by(bytes.len() as u64);
         let out = super::avro_file::decode(&bytes, target, &file_name_of).map_err(|message| {
             crate::error::CorruptSnafu {
                 path: path.to_string(),
@@ -428,11 +454,29 @@ pub(crate) fn decode_filtered(
         crate::metrics::metrics().rows_read.inc_by(rows as u64);
         return Ok(out);
     }
+    decode_parquet(path, bytes, target, filter, columns)
+}
+
+/// Decodes the Parquet file `reader` reads (whole bytes, or a local file read by ranges) into
+/// batches of `target`.
+fn decode_parquet<R: parquet::file::reader::ChunkReader + 'static>(
+    path: &str,
+    reader: R,
+    target: &SchemaRef,
+    filter: Option<&RowGroupFilter>,
+    columns: Option<&FileColumns>,
+) -> Result<Vec<RecordBatch>> {
+    let file_name_of = |name: &str| -> Option<String> {
+        match columns.and_then(|c| c.get(name)) {
+            Some(mapped) => mapped.clone(),
+            None => Some(name.to_string()),
+        }
+    };
     // The page index is read only when pages may be skipped.
     let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(
         parquet::file::metadata::PageIndexPolicy::from(filter.is_some()),
     );
-    let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
+    let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(reader, options)
         .context(ParquetSnafu { path })?;
     if let Some(f) = filter {
         if let Some(groups) = f.select(builder.metadata()) {
@@ -453,6 +497,11 @@ pub(crate) fn decode_filtered(
         }
     }
     roots.sort_unstable();
+    crate::metrics::metrics().bytes_read.inc_by(projected_bytes(
+        builder.metadata(),
+        &roots,
+        filter,
+    ));
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
         .with_projection(mask)
@@ -491,6 +540,30 @@ pub(crate) fn decode_filtered(
     Ok(out)
 }
 
+/// The compressed bytes of the column chunks of `roots` (root column positions) in the row groups
+/// `filter` keeps: what a projected read fetches.
+fn projected_bytes(
+    md: &parquet::file::metadata::ParquetMetaData,
+    roots: &[usize],
+    filter: Option<&RowGroupFilter>,
+) -> u64 {
+    let schema = md.file_metadata().schema_descr();
+    let groups: Vec<usize> = match filter.and_then(|f| f.select(md)) {
+        Some(g) => g,
+        None => (0..md.num_row_groups()).collect(),
+    };
+    let mut total = 0u64;
+    for g in groups {
+        let rg = md.row_group(g);
+        for (leaf, chunk) in rg.columns().iter().enumerate() {
+            if roots.contains(&schema.get_column_root_idx(leaf)) {
+                total += chunk.compressed_size().max(0) as u64;
+            }
+        }
+    }
+    total
+}
+
 /// Each sorted run (files in key order) as a stream of whole rows in the file layout.
 pub(crate) fn run_streams(
     handle: &tokio::runtime::Handle,
@@ -520,15 +593,7 @@ pub(crate) fn run_stream(
     filter: Option<Arc<RowGroupFilter>>,
 ) -> crate::lsm::merge::stream::RunStream {
     Box::new(files.into_iter().flat_map(move |file| {
-        let batches = handle.block_on(io.read_data(&file.path)).and_then(|bytes| {
-            decode_filtered(
-                &file.path,
-                bytes,
-                &schema,
-                filter.as_deref(),
-                file.columns.as_ref(),
-            )
-        });
+        let batches = load(&handle, &io, &file, &schema, filter.as_deref());
         match batches {
             Ok(bs) => bs.into_iter().map(Ok).collect::<Vec<_>>(),
             Err(e) => vec![Err(e)],
@@ -612,17 +677,7 @@ pub(crate) fn vector_run_stream(
     files: Vec<RunFile>,
 ) -> crate::lsm::merge::stream::RunStream {
     Box::new(files.into_iter().flat_map(move |file| {
-        let batches = handle
-            .block_on(io.read_data(&file.file.path))
-            .and_then(|bytes| {
-                decode_filtered(
-                    &file.file.path,
-                    bytes,
-                    &schema,
-                    None,
-                    file.file.columns.as_ref(),
-                )
-            });
+        let batches = load(&handle, &io, &file.file, &schema, None);
         let batches = match batches {
             Ok(bs) => bs,
             Err(e) => return vec![Err(e)],
