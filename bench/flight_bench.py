@@ -11,6 +11,8 @@ within each repetition. Measured (workload W's columns: id BIGINT NOT NULL, k BI
                   The pyarrow peer serves the same rows from memory (a Table cut into batches of the
                   size tidelake sent, by default) as a RecordBatchStream.
   doput_append    DoPut(CommandStatementIngest, if_exists=APPEND) of --rows rows into an append table.
+  doput_parquet   the same append DoPut, the pyarrow peer writing what it receives as zstd (level 1)
+                  Parquet: the same work as an ingest, encode and write.
   doput_pk_insert DoPut of --point-rows rows (random key order) into a primary-key table (4 buckets).
   doput_pk_upsert DoPut of --upserts rows into that table, half of them existing keys.
                   The pyarrow peer reads every batch and discards it; both answer with one PutResult
@@ -20,6 +22,8 @@ within each repetition. Measured (workload W's columns: id BIGINT NOT NULL, k BI
                   the driver prepares every time: the BI path), through ADBC with a bound parameter
                   (prepared once, bind + execute per query), and through raw pyarrow.flight
                   (GetFlightInfo + DoGet). No pyarrow-server peer.
+  doget_parquet   the same scan, the pyarrow peer reading tidelake's Parquet files of that table for
+                  each DoGet (pyarrow.dataset, its threads): the same work, decode and send.
   doget_adbc      the same full scan through ADBC (cursor.execute + fetch_record_batch), tidelake only.
   doget_pk_merge  full scan of the PK table after the upsert (merge on read), tidelake only.
 
@@ -101,30 +105,59 @@ class PeerServer(flight.FlightServerBase):
     def __init__(self, location, table):
         super().__init__(location)
         self.table = table
+        self.parquet = None  # a glob: DoGet then reads these Parquet files (decode and send)
+        self.write_dir = None  # a directory: DoPut then writes what it receives as zstd Parquet there
+        self.puts = 0
 
     def get_flight_info(self, context, descriptor):
         ep = flight.FlightEndpoint(b"scan", [])
         return flight.FlightInfo(self.table.schema, descriptor, [ep], self.table.num_rows, -1)
 
     def do_get(self, context, ticket):
+        if self.parquet is not None:
+            import glob
+            import pyarrow.dataset as ds
+            # The same work as tidelake's DoGet of a table: read its Parquet files and send them,
+            # batch by batch, decoding ahead on pyarrow's threads.
+            d = ds.dataset(sorted(glob.glob(self.parquet)), format="parquet")
+            return flight.GeneratorStream(d.schema, d.to_batches(use_threads=True))
         return flight.RecordBatchStream(self.table)
 
     def do_put(self, context, descriptor, reader, writer):
         n = 0
+        out = None
+        if self.write_dir is not None:  # the same work as an ingest: write them as zstd Parquet
+            import pyarrow.parquet as pq
+            self.puts += 1
+            out = pq.ParquetWriter(os.path.join(self.write_dir, f"put-{self.puts}.parquet"), reader.schema,
+                                   compression="zstd", compression_level=1)
         while True:
             try:
                 chunk = reader.read_chunk()
             except StopIteration:
                 break
             n += chunk.data.num_rows
+            if out is not None:
+                out.write_batch(chunk.data)
+        if out is not None:
+            out.close()
         writer.write(pa.py_buffer(flight_sql.encode_update_result(n)))
 
     def do_action(self, context, action):
+        if action.type == "parquet":  # serve DoGet from these files (a glob) from now on
+            self.parquet = action.body.to_pybytes().decode()
+            return [pa.py_buffer(b"ok")]
         if action.type == "rechunk":  # serve batches of this many rows from now on
             rows = int(action.body.to_pybytes())
             t = self.table.combine_chunks()
             self.table = pa.Table.from_batches(t.to_batches(max_chunksize=rows), schema=t.schema)
             return [pa.py_buffer(str(self.table.num_rows).encode())]
+        if action.type == "write_parquet":  # DoPut writes zstd Parquet into this directory ("" stops)
+            self.write_dir = action.body.to_pybytes().decode() or None
+            return [pa.py_buffer(b"ok")]
+        if action.type == "memory":  # serve the in-memory table again
+            self.parquet = None
+            return [pa.py_buffer(b"ok")]
         raise flight.FlightUnavailableError(action.type)
 
 
@@ -476,6 +509,26 @@ def main():
                 if n is not None and n != a.rows and n != -1:
                     problems.append(f"{p.name} DoPut append a_{r + 1}: PutResult record_count {n} != {a.rows}")
 
+        # ---- DoPut append beside a peer that writes zstd Parquet (the same work: encode and write)
+        if pa_peer:
+            put_dir = os.path.join(work, "peer-puts")
+            os.makedirs(put_dir, exist_ok=True)
+            list(pa_peer.client.do_action(flight.Action("write_parquet", put_dir.encode()), pa_peer.options))
+            print("# DoPut append, the pyarrow peer writing zstd Parquet", file=sys.stderr)
+            for r in range(a.repeat):
+                if tl:
+                    ddl(f"CREATE TABLE default.ap_{r + 1} (id BIGINT NOT NULL, k BIGINT, v DOUBLE, s STRING)")
+                for p in ordered(r):
+                    got = guard(f"{p.name} DoPut append (peer writes Parquet) ap_{r + 1}", p,
+                                lambda: timed(p, lambda: flight_doput(p, f"ap_{r + 1}", append_b)))
+                    if got is None:
+                        continue
+                    dt, n, cpu = got
+                    emit("doput_parquet", p.name, "pyarrow.flight", dt, a.rows, rep=r + 1, bytes=nbytes(append_b),
+                         put_result_count=n, batch_rows=a.batch, **cpu)
+            list(pa_peer.client.do_action(flight.Action("write_parquet", b""), pa_peer.options))
+            shutil.rmtree(put_dir, ignore_errors=True)
+
         # ---- DoGet
         print("# DoGet", file=sys.stderr)
         get_batch = a.batch
@@ -499,6 +552,22 @@ def main():
                     problems.append(f"{p.name} SELECT * FROM default.a_1: {st['schema_note']}")
                 if p is tl and r == 0:
                     get_batch = st["median_batch_rows"] or a.batch
+        if tl and pa_peer:  # the same files decoded and sent: tidelake's table, pyarrow reading it
+            files = os.path.join(wh, "default.db", "a_1", "bucket-*", "*.parquet")
+            list(pa_peer.client.do_action(flight.Action("parquet", files.encode()), pa_peer.options))
+            print(f"# DoGet of the Parquet files of default.a_1 (pyarrow peer decodes them per DoGet)",
+                  file=sys.stderr)
+            for r in range(a.repeat):
+                for p in ordered(r):
+                    got = guard(f"{p.name} DoGet of default.a_1's Parquet files", p,
+                                lambda: timed(p, lambda: flight_doget(p, "SELECT * FROM default.a_1")))
+                    if got is None:
+                        continue
+                    dt, st, cpu = got
+                    emit("doget_parquet", p.name, "pyarrow.flight read_chunk", dt, rep=r + 1, **st, **cpu)
+                    if st["rows"] != a.rows:
+                        problems.append(f"{p.name} DoGet of a_1's files returned {st['rows']} rows")
+            list(pa_peer.client.do_action(flight.Action("memory", b""), pa_peer.options))
         if tl:  # ADBC path, tidelake only
             def adbc_scan():
                 cur = conn.cursor()
@@ -585,7 +654,10 @@ def report(a, U, problems):
     hdr = f"{'measurement':<34}{'rows':>12}{'tidelake rows/s':>17}{'MB/s':>8}{'pyarrow rows/s':>17}{'MB/s':>8}{'ratio':>8}"
     print(hdr)
     print("-" * len(hdr))
-    for op, label in (("doget", "DoGet scan (read_chunk)"), ("doput_append", "DoPut append"),
+    for op, label in (("doget", "DoGet scan (read_chunk)"),
+                      ("doget_parquet", "DoGet scan, peer decodes the files"),
+                      ("doput_append", "DoPut append"),
+                      ("doput_parquet", "DoPut append, peer writes Parquet"),
                       ("doput_pk_insert", "DoPut PK insert"), ("doput_pk_upsert", "DoPut PK upsert (half existing)"),
                       ("doget_adbc", "DoGet scan via ADBC"), ("doget_pk_merge", "DoGet PK table (merge on read)")):
         t, p = recs(op, "tidelake"), recs(op, "pyarrow")

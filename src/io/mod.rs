@@ -282,6 +282,11 @@ impl FileIo {
         }
     }
 
+    /// Whether immutable metadata read through this handle is cached (`[cache]` not disabled).
+    pub fn caches_metadata(&self) -> bool {
+        self.cache.is_some()
+    }
+
     /// The warehouse location as given (absolute for local directories).
     pub fn uri(&self) -> &str {
         &self.uri

@@ -7,6 +7,8 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::error::{CorruptSnafu, ErrorKind, InternalSnafu, NotFoundSnafu, Result};
@@ -21,6 +23,34 @@ use crate::spec::manifest::{
     FileKind, ManifestEntry, ManifestFileMeta, SimpleStats,
 };
 use crate::spec::{DataType, Snapshot};
+
+/// Decoded manifests of every warehouse this process reads, by warehouse and path, weighed by an
+/// estimate of their size in memory (256 MiB in all).
+fn decoded_manifests() -> &'static moka::sync::Cache<String, Arc<Vec<ManifestEntry>>> {
+    static CACHE: std::sync::OnceLock<moka::sync::Cache<String, Arc<Vec<ManifestEntry>>>> =
+        std::sync::OnceLock::new();
+    CACHE.get_or_init(|| {
+        moka::sync::Cache::builder()
+            .weigher(|_, entries: &Arc<Vec<ManifestEntry>>| {
+                let bytes: usize = entries
+                    .iter()
+                    .map(|e| {
+                        256 + e.partition.len()
+                            + e.file.file_name.len()
+                            + e.file.min_key.len()
+                            + e.file.max_key.len()
+                            + e.file.key_stats.min_values.len()
+                            + e.file.key_stats.max_values.len()
+                            + e.file.value_stats.min_values.len()
+                            + e.file.value_stats.max_values.len()
+                    })
+                    .sum();
+                u32::try_from(bytes).unwrap_or(u32::MAX)
+            })
+            .max_capacity(256 << 20)
+            .build()
+    })
+}
 
 /// Unique names for the files one writer or committer creates: `<prefix><uuid>-<n>`.
 #[derive(Debug)]
@@ -82,16 +112,40 @@ impl ManifestManager {
     }
 
     pub async fn read_manifest(&self, name: &str) -> Result<Vec<ManifestEntry>> {
+        Ok(self.read_manifest_shared(name).await?.as_ref().clone())
+    }
+
+    /// A manifest's entries, decoded once per process while the metadata cache is on: a
+    /// manifest's name is unique and its content never changes, and decoding (Avro, zstd) is
+    /// most of what planning a point query costs.
+    async fn read_manifest_shared(&self, name: &str) -> Result<Arc<Vec<ManifestEntry>>> {
+        let path = self.path(name);
+        let key = format!("{}\u{0}{path}", self.io.uri());
+        let cache = self.io.caches_metadata().then(decoded_manifests);
+        if let Some(hit) = cache.and_then(|c| c.get(&key)) {
+            return Ok(hit);
+        }
         let (path, bytes) = self.read_file(name).await?;
-        decode_manifest(&bytes).map_err(|message| CorruptSnafu { path, message }.build())
+        let entries = Arc::new(
+            decode_manifest(&bytes).map_err(|message| CorruptSnafu { path, message }.build())?,
+        );
+        if let Some(c) = cache {
+            c.insert(key, Arc::clone(&entries));
+        }
+        Ok(entries)
     }
 
     /// Entries of every manifest in the list, in list order.
     pub async fn read_entries_of_list(&self, list_name: &str) -> Result<Vec<ManifestEntry>> {
         let metas = self.read_manifest_list(list_name).await?;
-        let reads = metas.iter().map(|m| self.read_manifest(&m.file_name));
+        let reads = metas
+            .iter()
+            .map(|m| self.read_manifest_shared(&m.file_name));
         let per_file = futures::future::try_join_all(reads).await?;
-        Ok(per_file.into_iter().flatten().collect())
+        Ok(per_file
+            .iter()
+            .flat_map(|entries| entries.iter().cloned())
+            .collect())
     }
 
     /// The live data files of `snapshot` (base then delta, folded).

@@ -50,7 +50,8 @@ pub fn encode(
             .set_compression(Compression::ZSTD(
                 ZstdLevel::try_new(1).context(ParquetSnafu { path: &file_name })?,
             ))
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_data_page_row_count_limit(PAGE_ROWS);
         for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
             if !dictionary_worthwhile(col) {
                 props = props
@@ -141,6 +142,11 @@ pub(crate) const AVRO_SUFFIX: &str = ".avro";
 
 /// Rows per Parquet row group.
 const ROW_GROUP_ROWS: usize = 256 * 1024;
+
+/// Rows per Parquet data page (at most; pages also end at 1 MiB): a point query, which reads only
+/// the pages its key can be in (the page index), decompresses ~16k rows per column and file, not
+/// a whole megabyte page.
+const PAGE_ROWS: usize = 16 * 1024;
 
 /// Encodes `batch` as Parquet with the columns of each row group encoded on two threads (the
 /// encoding, compression and dictionary work dominate ingest; a file is still one writer's output).
