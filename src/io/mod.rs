@@ -60,7 +60,13 @@ pub struct FileIo {
     hints: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
     /// Object stores only, when configured: local copies of data files ([`FileIo::read_data`]).
     data_cache: Option<Arc<disk_cache::DiskCache>>,
+    /// Unique per handle (shared by its clones): what process-wide caches of decoded metadata
+    /// key on, so that a handle never sees what another read with other credentials.
+    instance: u64,
 }
+
+/// The next [`FileIo::instance`].
+static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The metadata cache's size when `[storage] metadata_cache_mb` does not say.
 pub const DEFAULT_METADATA_CACHE_MB: u64 = 64;
@@ -165,6 +171,7 @@ impl FileIo {
             local_root,
             uri,
             requests,
+            instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             cache,
             hints: Arc::default(),
             data_cache: None,
@@ -285,6 +292,11 @@ impl FileIo {
     /// Whether immutable metadata read through this handle is cached (`[cache]` not disabled).
     pub fn caches_metadata(&self) -> bool {
         self.cache.is_some()
+    }
+
+    /// This handle's identity (shared by its clones), for caches of decoded metadata.
+    pub fn instance(&self) -> u64 {
+        self.instance
     }
 
     /// The warehouse location as given (absolute for local directories).

@@ -24,8 +24,8 @@ use crate::spec::manifest::{
 };
 use crate::spec::{DataType, Snapshot};
 
-/// Decoded manifests of every warehouse this process reads, by warehouse and path, weighed by an
-/// estimate of their size in memory (256 MiB in all).
+/// Decoded manifests of every warehouse this process reads, by storage handle and path, weighed
+/// by an estimate of their size in memory (256 MiB in all).
 fn decoded_manifests() -> &'static moka::sync::Cache<String, Arc<Vec<ManifestEntry>>> {
     static CACHE: std::sync::OnceLock<moka::sync::Cache<String, Arc<Vec<ManifestEntry>>>> =
         std::sync::OnceLock::new();
@@ -117,10 +117,11 @@ impl ManifestManager {
 
     /// A manifest's entries, decoded once per process while the metadata cache is on: a
     /// manifest's name is unique and its content never changes, and decoding (Avro, zstd) is
-    /// most of what planning a point query costs.
+    /// much of what planning a point query costs. Keyed by the storage handle: a catalog opened
+    /// with other credentials reads for itself.
     async fn read_manifest_shared(&self, name: &str) -> Result<Arc<Vec<ManifestEntry>>> {
         let path = self.path(name);
-        let key = format!("{}\u{0}{path}", self.io.uri());
+        let key = format!("{}\u{0}{path}", self.io.instance());
         let cache = self.io.caches_metadata().then(decoded_manifests);
         if let Some(hit) = cache.and_then(|c| c.get(&key)) {
             return Ok(hit);
