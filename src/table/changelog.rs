@@ -434,7 +434,8 @@ impl ChangelogReader {
                 match unit {
                     Unit::Raw(files) => {
                         for file in files {
-                            for b in data_file::read_file(&handle, &io, &file, &layout.file_schema)?
+                            for b in
+                                data_file::load(&handle, &io, &file, &layout.file_schema, None)?
                             {
                                 send(convert(&b, false))?;
                             }

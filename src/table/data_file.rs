@@ -393,17 +393,7 @@ pub fn decode(path: &str, bytes: Bytes, target: &SchemaRef) -> Result<Vec<Record
     decode_filtered(path, bytes, target, None, None)
 }
 
-/// Reads one data file (written under any schema version) into batches of `target`.
-pub(crate) fn read_file(
-    handle: &tokio::runtime::Handle,
-    io: &crate::io::FileIo,
-    file: &FileRef,
-    target: &SchemaRef,
-) -> Result<Vec<RecordBatch>> {
-    load(handle, io, file, target, None)
-}
-
-/// Reads and decodes one data file into batches of `target`. A Parquet file of a local warehouse
+/// Reads and decodes one data file (written under any schema version) into batches of `target`. A Parquet file of a local warehouse
 /// is read by ranges: its footer and only the column chunks `target` needs (in the row groups
 /// `filter` keeps), each into a buffer of its own. Any other file is fetched whole first (object
 /// stores: one request, and the local data cache).
@@ -430,6 +420,15 @@ fn local_file(io: &crate::io::FileIo, path: &str) -> Option<std::fs::File> {
     io.open_local(path)
 }
 
+/// The name a target column has in a file written under another schema version (none: the file
+/// has no such column, which reads as NULL).
+fn name_in_file(columns: Option<&FileColumns>, name: &str) -> Option<String> {
+    match columns.and_then(|c| c.get(name)) {
+        Some(mapped) => mapped.clone(),
+        None => Some(name.to_string()),
+    }
+}
+
 /// [`decode`], reading only the row groups `filter` keeps.
 pub(crate) fn decode_filtered(
     path: &str,
@@ -438,14 +437,8 @@ pub(crate) fn decode_filtered(
     filter: Option<&RowGroupFilter>,
     columns: Option<&FileColumns>,
 ) -> Result<Vec<RecordBatch>> {
-    // The name each target column has in this file (None: absent, read as NULL).
-    let file_name_of = |name: &str| -> Option<String> {
-        match columns.and_then(|c| c.get(name)) {
-            Some(mapped) => mapped.clone(),
-            None => Some(name.to_string()),
-        }
-    };
     if path.ends_with(AVRO_SUFFIX) {
+        let file_name_of = |name: &str| name_in_file(columns, name);
         crate::metrics::metrics()
             .bytes_read
             .inc_by(bytes.len() as u64);
@@ -472,12 +465,7 @@ fn decode_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     filter: Option<&RowGroupFilter>,
     columns: Option<&FileColumns>,
 ) -> Result<Vec<RecordBatch>> {
-    let file_name_of = |name: &str| -> Option<String> {
-        match columns.and_then(|c| c.get(name)) {
-            Some(mapped) => mapped.clone(),
-            None => Some(name.to_string()),
-        }
-    };
+    let file_name_of = |name: &str| name_in_file(columns, name);
     // The page index is read only when pages may be skipped.
     let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(
         parquet::file::metadata::PageIndexPolicy::from(filter.is_some()),
