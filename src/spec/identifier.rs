@@ -25,7 +25,7 @@ impl Identifier {
             Some((db, t)) if !db.is_empty() && !t.is_empty() && !t.contains('.') => {
                 let id = Self::new(db, t);
                 validate_name("database", &id.database)?;
-                match crate::table::branch::split_branch(&id.table) {
+                match split_branch(&id.table) {
                     Some((table, branch)) => {
                         validate_name("table", table)?;
                         validate_name("branch", branch)?;
@@ -46,6 +46,16 @@ impl fmt::Display for Identifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}", self.database, self.table)
     }
+}
+
+/// How a table name addresses a branch: `orders$branch_dev`.
+pub const BRANCH_SUFFIX: &str = "$branch_";
+
+/// A table name split into the table and the branch it names (`orders$branch_dev`); `None` for
+/// a name without a branch.
+pub fn split_branch(table: &str) -> Option<(&str, &str)> {
+    let (t, b) = table.split_once(BRANCH_SUFFIX)?;
+    (!t.is_empty() && !b.is_empty() && !b.contains('$')).then_some((t, b))
 }
 
 /// Whether a name read from a request can name a directory under the warehouse root without

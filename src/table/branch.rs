@@ -24,8 +24,7 @@ use crate::spec::identifier::validate_name;
 pub const MAIN_BRANCH: &str = "main";
 /// What a branch's directory is called under `<table>/branch/`.
 const BRANCH_DIR_PREFIX: &str = "branch-";
-/// How a table name addresses a branch: `orders$branch_dev`.
-pub const BRANCH_SUFFIX: &str = "$branch_";
+pub use crate::spec::identifier::{split_branch, BRANCH_SUFFIX};
 
 /// Paimon's rules for a new branch's name (`BranchManager.validateBranch`), with tidelake's rule
 /// for names that become directories.
@@ -40,13 +39,6 @@ pub fn validate_branch_name(name: &str) -> Result<()> {
         return invalid!("Branch name cannot be pure numeric string but is '{name}'.");
     }
     validate_name("branch", name)
-}
-
-/// A table name split into the table and the branch it names (`orders$branch_dev`); `None` for
-/// a name without a branch.
-pub fn split_branch(table: &str) -> Option<(&str, &str)> {
-    let (t, b) = table.split_once(BRANCH_SUFFIX)?;
-    (!t.is_empty() && !b.is_empty() && !b.contains('$')).then_some((t, b))
 }
 
 /// The directory of `branch` of the table at `table_path` (main: the table root).
