@@ -148,6 +148,9 @@ impl Table {
                 }
             }
         }
+        // Buckets the staged rows moved into; the staged files are the files before.
+        report.buckets_compacted = messages.len();
+        report.files_after = messages.iter().map(|m| m.compact_after.len()).sum();
         for (partition, p) in partitions {
             report.files_before += p.staged.len();
             messages.push(CommitMessage {
@@ -155,8 +158,6 @@ impl Table {
                 ..CommitMessage::empty(partition, POSTPONE_BUCKET, POSTPONE_BUCKET)
             });
         }
-        report.buckets_compacted = messages.len();
-        report.files_after = messages.iter().map(|m| m.compact_after.len()).sum();
         if let Err(e) = op.check(&what) {
             self.discard_moved(&messages, &transient).await;
             return Err(e);
