@@ -20,8 +20,10 @@ within each repetition. Measured (workload W's columns: id BIGINT NOT NULL, k BI
   point query     p50/p99 of SELECT * FROM default.w_1 WHERE id = <random existing key> on the
                   --point-rows table, through ADBC (DB-API cursor; the literal changes every query so
                   the driver prepares every time: the BI path), through ADBC with a bound parameter
-                  (prepared once, bind + execute per query), and through raw pyarrow.flight
-                  (GetFlightInfo + DoGet). No pyarrow-server peer.
+                  (prepared once, bind + execute per query), the same with LIMIT 2 (not a point
+                  query's shape, so DataFusion plans it: what sql::point saves), through raw
+                  pyarrow.flight (GetFlightInfo + DoGet), and from 8 concurrent ADBC clients (bound,
+                  queries/s). No pyarrow-server peer.
   doget_parquet   the same scan, the pyarrow peer reading tidelake's Parquet files of that table for
                   each DoGet (pyarrow.dataset, its threads): the same work, decode and send.
   doget_adbc      the same full scan through ADBC (cursor.execute + fetch_record_batch), tidelake only.
@@ -324,8 +326,9 @@ def adbc_sql(conn, sql):
         cur.close()
 
 
-def point_queries(name, conn, peer, table, table_rows, keys, problems, warmup=5):
-    """Three client paths over the same keys; returns {path: [latencies s]} (errors reported)."""
+def point_queries(name, conn, peer, table, table_rows, keys, problems, warmup=5, connect=None):
+    """Three client paths over the same keys, then (with `connect`) 8 concurrent clients; returns
+    {path: [latencies s]} (errors reported)."""
     out = {}
 
     def check(tbl, key, where):
@@ -368,6 +371,11 @@ def point_queries(name, conn, peer, table, table_rows, keys, problems, warmup=5)
         pcur.execute(f"SELECT * FROM default.{table} WHERE id = ?", (key,))
         return pcur.fetch_arrow_table()
 
+    def adbc_planned(key):
+        # Not a point query's shape (LIMIT): DataFusion plans it, as every query was before sql::point.
+        pcur.execute(f"SELECT * FROM default.{table} WHERE id = ? LIMIT 2", (key,))
+        return pcur.fetch_arrow_table()
+
     def raw(key):
         info = peer.client.get_flight_info(query_descriptor(f"SELECT * FROM default.{table} WHERE id = {key}"),
                                            peer.options)
@@ -376,10 +384,72 @@ def point_queries(name, conn, peer, table, table_rows, keys, problems, warmup=5)
 
     run("adbc (prepare per query)", adbc_literal)
     run("adbc (prepared once, bound ?)", adbc_param)
+    run("adbc (bound ?, LIMIT 2: planned)", adbc_planned)
     run("pyarrow.flight", raw)
     cur.close()
     pcur.close()
+    if connect is not None:
+        concurrent_point_queries(name, connect, table, table_rows, keys, problems, check)
     return out
+
+
+def concurrent_point_queries(name, connect, table, table_rows, keys, problems, check, clients=8):
+    """`clients` threads, each with its own ADBC connection and a statement prepared once, run every
+    key bound (each from another offset); queries/s over the wall time of all of them, and the p50/p99
+    of every query. Client and server share the machine's cores, as they would on one box."""
+    conns = [connect() for _ in range(clients)]
+    lat = [[] for _ in range(clients)]
+    errors = []
+    ready = threading.Barrier(clients + 1)
+    sql = f"SELECT * FROM default.{table} WHERE id = ?"
+
+    def work(i):
+        cur = conns[i].cursor()
+        try:
+            cur.execute(sql, (int(keys[0]),))
+            cur.fetch_arrow_table()
+            ready.wait()
+            for j in range(len(keys)):
+                key = int(keys[(j + i * len(keys) // clients) % len(keys)])
+                t0 = time.perf_counter()
+                cur.execute(sql, (key,))
+                tbl = cur.fetch_arrow_table()
+                lat[i].append(time.perf_counter() - t0)
+                check(tbl, key, f"{clients} clients")
+        except Exception as e:
+            errors.append(" ".join(f"{type(e).__name__}: {e}".split())[:600])
+            try:
+                ready.abort()
+            except Exception:
+                pass
+        finally:
+            cur.close()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    try:
+        ready.wait()
+    except threading.BrokenBarrierError:
+        pass
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    for c in conns:
+        c.close()
+    path = f"adbc bound ?, {clients} clients"
+    if errors:
+        problems.append(f"point query via {path} failed: {errors[0]}")
+        RESULTS.append(dict(bench="flight", op="point_query", peer=name, path=path, error=errors[0]))
+        return
+    every = [x for xs in lat for x in xs]
+    rec = dict(bench="flight", op="point_query", peer=name, path=path, table_rows=table_rows, queries=len(every),
+               p50_ms=round(percentile(every, 50) * 1e3, 3), p99_ms=round(percentile(every, 99) * 1e3, 3),
+               mean_ms=round(statistics.mean(every) * 1e3, 3), max_ms=round(max(every) * 1e3, 3),
+               queries_per_s=round(len(every) / wall, 1))
+    RESULTS.append(rec)
+    print("  " + json.dumps(rec), file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- main
@@ -606,7 +676,8 @@ def main():
                         problems.append(f"{p.name} {phase} w_{r + 1}: PutResult record_count {n} != {n_exp}")
                 if phase == "doput_pk_insert" and r == 0 and tl:
                     print(f"# point queries on w_1 ({a.point_rows:,} rows)", file=sys.stderr)
-                    point_queries("tidelake", conn, tl, "w_1", a.point_rows, keys, problems)
+                    point_queries("tidelake", conn, tl, "w_1", a.point_rows, keys, problems,
+                                  connect=lambda: adbc_connect(tl.proc.port))
         if tl:
             exp = a.point_rows + (U - min(U // 2, a.point_rows))
             got = guard("ADBC SELECT count(*) FROM default.w_1", tl,
@@ -681,12 +752,14 @@ def report(a, U, problems):
     if pq:
         print()
         print(f"Point query SELECT * FROM w WHERE id = <random key>, {a.point_rows:,}-row PK table, tidelake only")
-        print(f"{'client path':<34}{'queries':>8}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}")
+        print(f"{'client path':<34}{'queries':>8}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}{'queries/s':>11}")
         for r in pq:
             if "error" in r:
                 print(f"{r['path']:<34}  FAILED: {r['error'][:120]}")
             else:
-                print(f"{r['path']:<34}{r['queries']:>8}{r['p50_ms']:>10.2f}{r['p99_ms']:>10.2f}{r['mean_ms']:>10.2f}")
+                qps = f"{r['queries_per_s']:,.0f}" if "queries_per_s" in r else "-"
+                print(f"{r['path']:<34}{r['queries']:>8}{r['p50_ms']:>10.2f}{r['p99_ms']:>10.2f}{r['mean_ms']:>10.2f}"
+                      f"{qps:>11}")
     if problems:
         print()
         print("Problems:")

@@ -49,6 +49,8 @@ pub struct Metrics {
     pub subscription_lag_snapshots: Gauge,
     /// Statements running now.
     pub active_statements: Gauge,
+    /// Queries answered by a primary-key lookup, without planning (`sql::point`).
+    pub point_queries: Counter,
     /// Streaming writes open now.
     pub write_streams: Gauge,
     /// Commits of streaming writes acknowledged, the rows in them, and the time from the commit
@@ -90,6 +92,7 @@ impl Metrics {
             subscriptions: Gauge::default(),
             subscription_lag_snapshots: Gauge::default(),
             active_statements: Gauge::default(),
+            point_queries: Counter::default(),
             write_streams: Gauge::default(),
             stream_acks: Counter::default(),
             stream_rows: Counter::default(),
@@ -175,6 +178,11 @@ impl Metrics {
             "active_statements",
             "Statements running",
             m.active_statements.clone(),
+        );
+        r.register(
+            "point_queries",
+            "Queries answered by a primary-key lookup without planning",
+            m.point_queries.clone(),
         );
         r.register(
             "write_streams",

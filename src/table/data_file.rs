@@ -265,7 +265,47 @@ pub(crate) struct RowGroupFilter {
 }
 
 impl RowGroupFilter {
-    fn column(&self, md: &parquet::file::metadata::ParquetMetaData) -> Option<usize> {
+    /// The rows of `batch` whose key lies in the range (all of them when the batch has no such
+    /// column). Rows of other keys may be dropped before merging: a key's merge sees only its own
+    /// rows.
+    fn keep_in_range(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        use arrow::compute::kernels::cmp;
+        let Some(col) = batch.column_by_name(&self.column) else {
+            return Ok(batch);
+        };
+        let context = || format!("keeping the rows of {} in range", self.column);
+        let mut keep: Option<arrow::array::BooleanArray> = None;
+        let (lower, upper) = self.range.bounds();
+        for (bound, is_lower) in [(lower, true), (upper, false)] {
+            let Some((value, inclusive)) = bound else {
+                continue;
+            };
+            let scalar =
+                crate::spec::datum::datums_to_array(col.data_type(), std::slice::from_ref(value))?;
+            let scalar = arrow::array::Scalar::new(scalar);
+            let side = match (is_lower, inclusive) {
+                (true, true) => cmp::gt_eq(col, &scalar),
+                (true, false) => cmp::gt(col, &scalar),
+                (false, true) => cmp::lt_eq(col, &scalar),
+                (false, false) => cmp::lt(col, &scalar),
+            }
+            .with_context(|_| ArrowSnafu { context: context() })?;
+            keep = Some(match keep {
+                None => side,
+                Some(k) => arrow::compute::and(&k, &side)
+                    .with_context(|_| ArrowSnafu { context: context() })?,
+            });
+        }
+        match keep {
+            Some(k) if k.true_count() < batch.num_rows() => {
+                arrow::compute::filter_record_batch(&batch, &k)
+                    .with_context(|_| ArrowSnafu { context: context() })
+            }
+            _ => Ok(batch),
+        }
+    }
+
+    pub(super) fn column(&self, md: &parquet::file::metadata::ParquetMetaData) -> Option<usize> {
         let schema = md.file_metadata().schema_descr();
         (0..schema.num_columns()).find(|&i| schema.column(i).name() == self.column)
     }
@@ -330,7 +370,7 @@ impl RowGroupFilter {
 
 /// A page's min and max of a key column (page-index bounds may be truncated strings: a truncated
 /// min is still a lower bound and parquet rounds a truncated max up).
-fn page_range(
+pub(super) fn page_range(
     index: &parquet::file::page_index::column_index::ColumnIndexMetaData,
     page: usize,
     ty: &crate::spec::DataType,
@@ -404,7 +444,58 @@ pub(crate) fn load(
     target: &SchemaRef,
     filter: Option<&RowGroupFilter>,
 ) -> Result<Vec<RecordBatch>> {
-    if let Some(local) = local_file(io, &file.path) {
+    let batches = load_selected(handle, io, file, target, filter)?;
+    match filter {
+        Some(f) => batches.into_iter().map(|b| f.keep_in_range(b)).collect(),
+        None => Ok(batches),
+    }
+}
+
+/// [`load`] before the rows outside `filter`'s key range are dropped: the pages a short key
+/// range selects come from the process's page cache ([`super::page_cache`]).
+fn load_selected(
+    handle: &tokio::runtime::Handle,
+    io: &crate::io::FileIo,
+    file: &FileRef,
+    target: &SchemaRef,
+    filter: Option<&RowGroupFilter>,
+) -> Result<Vec<RecordBatch>> {
+    let parquet = !file.path.ends_with(AVRO_SUFFIX);
+    let local = local_file(io, &file.path);
+    if let Some(f) = filter.filter(|_| parquet && io.caches_metadata()) {
+        let cached = match local {
+            Some(local) => {
+                let shared = super::page_cache::SharedFile(Arc::new(local));
+                let reader = shared.clone();
+                return match super::page_cache::read(io, file, target, f, move || Ok(reader))? {
+                    Some(batches) => Ok(batches),
+                    None => {
+                        decode_parquet(&file.path, shared, target, filter, file.columns.as_ref())
+                    }
+                };
+            }
+            None => {
+                let mut fetched: Option<Bytes> = None;
+                let got = super::page_cache::read(io, file, target, f, || {
+                    let bytes = handle.block_on(io.read_data(&file.path))?;
+                    fetched = Some(bytes.clone());
+                    Ok(bytes)
+                })?;
+                (got, fetched)
+            }
+        };
+        return match cached {
+            (Some(batches), _) => Ok(batches),
+            (None, Some(bytes)) => {
+                decode_filtered(&file.path, bytes, target, filter, file.columns.as_ref())
+            }
+            (None, None) => {
+                let bytes = handle.block_on(io.read_data(&file.path))?;
+                decode_filtered(&file.path, bytes, target, filter, file.columns.as_ref())
+            }
+        };
+    }
+    if let Some(local) = local {
         return decode_parquet(&file.path, local, target, filter, file.columns.as_ref());
     }
     let bytes = handle.block_on(io.read_data(&file.path))?;
@@ -422,7 +513,7 @@ fn local_file(io: &crate::io::FileIo, path: &str) -> Option<std::fs::File> {
 
 /// The name a target column has in a file written under another schema version (none: the file
 /// has no such column, which reads as NULL).
-fn name_in_file(columns: Option<&FileColumns>, name: &str) -> Option<String> {
+pub(super) fn name_in_file(columns: Option<&FileColumns>, name: &str) -> Option<String> {
     match columns.and_then(|c| c.get(name)) {
         Some(mapped) => mapped.clone(),
         None => Some(name.to_string()),
@@ -465,7 +556,6 @@ fn decode_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     filter: Option<&RowGroupFilter>,
     columns: Option<&FileColumns>,
 ) -> Result<Vec<RecordBatch>> {
-    let file_name_of = |name: &str| name_in_file(columns, name);
     // The page index is read only when pages may be skipped.
     let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(
         parquet::file::metadata::PageIndexPolicy::from(filter.is_some()),
@@ -480,6 +570,20 @@ fn decode_parquet<R: parquet::file::reader::ChunkReader + 'static>(
             builder = builder.with_row_groups(groups);
         }
     }
+    decode_built(path, builder, 64 * 1024, target, filter, columns)
+}
+
+/// Decodes what `builder` selects (row groups, rows) into batches of `target` of at most
+/// `batch_rows` rows; `filter` is what selected the row groups (for the bytes-read metric).
+pub(super) fn decode_built<R: parquet::file::reader::ChunkReader + 'static>(
+    path: &str,
+    builder: ParquetRecordBatchReaderBuilder<R>,
+    batch_rows: usize,
+    target: &SchemaRef,
+    filter: Option<&RowGroupFilter>,
+    columns: Option<&FileColumns>,
+) -> Result<Vec<RecordBatch>> {
+    let file_name_of = |name: &str| name_in_file(columns, name);
     let file_fields = builder.schema().fields().clone();
     let mut roots = Vec::new();
     for f in target.fields() {
@@ -499,7 +603,7 @@ fn decode_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
         .with_projection(mask)
-        .with_batch_size(64 * 1024)
+        .with_batch_size(batch_rows)
         .build()
         .context(ParquetSnafu { path })?;
     let mut out = Vec::new();

@@ -16,6 +16,7 @@ pub(crate) mod deletion_vectors;
 pub(crate) mod evolution;
 pub mod lifecycle;
 pub mod maintenance;
+pub(crate) mod page_cache;
 pub(crate) mod postpone;
 pub mod progress;
 pub mod read;

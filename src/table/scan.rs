@@ -60,7 +60,7 @@ pub struct ScanBuilder {
     postpone: bool,
 }
 
-type Bound = Option<(Datum, bool)>;
+pub(crate) type Bound = Option<(Datum, bool)>;
 
 /// Bounds on the first primary-key column (value, inclusive).
 #[derive(Debug, Clone)]
@@ -70,6 +70,16 @@ pub struct KeyRange {
 }
 
 impl KeyRange {
+    #[cfg(test)]
+    pub(crate) fn new(lower: Bound, upper: Bound) -> Self {
+        Self { lower, upper }
+    }
+
+    /// The bounds (value, inclusive).
+    pub(crate) fn bounds(&self) -> (&Bound, &Bound) {
+        (&self.lower, &self.upper)
+    }
+
     /// Whether a file or row group whose first key column spans `[min, max]` may hold a key in
     /// range.
     pub(crate) fn overlaps(&self, min: &Datum, max: &Datum) -> bool {

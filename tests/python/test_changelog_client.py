@@ -125,8 +125,10 @@ def collect(sub, n, timeout=20):
 
 def fast(**kw):
     # Short backoffs, but enough attempts to ride out a slow, loaded machine (CI ran this beside a
-    # build: one reconnect found the scripted server's port refusing for a moment).
-    kw.setdefault("max_retries", 40)
+    # build: one reconnect found the scripted server's port refusing for a moment, and gRPC then
+    # holds the channel in its own reconnect backoff, 1 s growing by 1.6x, so 40 attempts of 0.1 s
+    # were once not enough). 150 attempts cover 15 s, inside collect()'s 20 s.
+    kw.setdefault("max_retries", 150)
     return dict(backoff=(0.01, 0.1), **kw)
 
 
