@@ -51,6 +51,13 @@ def test_metrics_follow_the_calls(metered):
             cur.fetchall()
         cur.execute("SELECT count(*) AS n FROM m")
         assert cur.fetchall() == [(6,)]
+        # Point queries by the whole primary key, bound and literal, are read without planning.
+        cur.execute("SELECT v FROM m WHERE id = ?", parameters=(10,))
+        assert cur.fetchall() == [("y",)]
+        cur.execute("SELECT id, v FROM m WHERE id = 2")
+        assert cur.fetchall() == [(2, "x")]
+        cur.execute("SELECT v FROM m WHERE id = 2 LIMIT 1")  # not a point query's shape
+        assert cur.fetchall() == [("x",)]
         with pytest.raises(Exception):
             cur.execute("SELECT * FROM no_such_table")
     conn.close()
@@ -60,6 +67,7 @@ def test_metrics_follow_the_calls(metered):
     assert value(after, "tidelake_rows_written_total") - value(before, "tidelake_rows_written_total") >= 6
     assert value(after, "tidelake_rows_read_total") >= 6
     assert value(after, "tidelake_commit_duration_seconds_count") >= 3
+    assert value(after, "tidelake_point_queries_total") - value(before, "tidelake_point_queries_total") == 2, after
     assert value(after, "tidelake_requests_total", 'code="OK"') > value(before, "tidelake_requests_total", 'code="OK"')
     assert value(after, "tidelake_requests_total", 'code="NOT_FOUND"') >= 1, after
     assert value(after, "tidelake_object_store_requests_total", 'op="get"') > 0
