@@ -6,7 +6,8 @@
 //!   (DataFusion), merges, Parquet encoding and decoding, ingest, compaction and the other
 //!   maintenance operations. Each call gets its own OS thread, with a stack large enough for the
 //!   statement limits of the SQL layer, driving its own small runtime; the IO runtime
-//!   only forwards the call's results.
+//!   only forwards the call's results. A thread whose call has ended (with every task it spawned)
+//!   waits a while for the next call instead of ending, so short calls create no threads.
 //!
 //! Why a thread per call instead of one shared pool: the kernel's scheduler time-slices threads,
 //! so a `SELECT 1` gets a turn within milliseconds however many cartesian joins run beside it,
@@ -150,11 +151,18 @@ impl WorkPool {
         }
     }
 
-    /// Starts `job` on a new work thread with its own runtime: `threads` workers (1: the
-    /// thread itself drives everything). The thread ends when `job` and every task it spawned
-    /// have (a cancelled operation finishing its cleanup, a commit in flight), at most
-    /// [`DRAIN_GRACE`] after `job`.
+    /// Starts `job` on a work thread with its own runtime: `threads` workers (1: the thread
+    /// itself drives everything). A thread whose call ended, with every task it spawned (a
+    /// cancelled operation finishing its cleanup, a commit in flight), waits [`IDLE_KEEP`] for
+    /// another call of the same size and runs it on the same runtime: a point query costs no
+    /// thread creation (before, every call created its thread, its runtime's workers and its
+    /// blocking threads, about a dozen per bound query). A thread whose tasks outlive
+    /// [`DRAIN_GRACE`] is not reused.
     fn start(&self, threads: usize, job: Job) -> std::io::Result<()> {
+        let job = match idle::hand_over(threads, job) {
+            Ok(()) => return Ok(()),
+            Err(job) => job,
+        };
         let handle = std::thread::Builder::new()
             .name("tidelake-work".into())
             .stack_size(WORK_STACK_BYTES)
@@ -178,14 +186,24 @@ impl WorkPool {
                         return;
                     }
                 };
-                rt.block_on(async move {
-                    job.await;
-                    let until = tokio::time::Instant::now() + DRAIN_GRACE;
-                    let metrics = tokio::runtime::Handle::current().metrics();
-                    while metrics.num_alive_tasks() > 0 && tokio::time::Instant::now() < until {
-                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                let mut job = job;
+                loop {
+                    rt.block_on(async move {
+                        job.await;
+                        let until = tokio::time::Instant::now() + DRAIN_GRACE;
+                        let metrics = tokio::runtime::Handle::current().metrics();
+                        while metrics.num_alive_tasks() > 0 && tokio::time::Instant::now() < until {
+                            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                        }
+                    });
+                    if rt.metrics().num_alive_tasks() > 0 {
+                        break;
                     }
-                });
+                    match idle::wait(threads) {
+                        Some(next) => job = next,
+                        None => break,
+                    }
+                }
                 // Joins the runtime's threads (a blocking file read of a cancelled scan finishes
                 // first). Not `shutdown_background`: it detaches threads while they exit, and
                 // glibc then races to unmap a large stack the detaching thread still reads.
@@ -330,6 +348,72 @@ impl WorkPool {
             Ok(Err(e)) => Err(e),
             Err(_) => Err(on_panic(Panicked("the work thread stopped".into()))),
         }
+    }
+}
+
+/// How long a work thread whose call ended waits for another before it ends.
+pub const IDLE_KEEP: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// At most this many work threads wait for a call at once; more end at once.
+const MAX_IDLE: usize = 16;
+
+/// Work threads waiting for their next call.
+mod idle {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+
+    use super::{Job, IDLE_KEEP, MAX_IDLE};
+
+    /// `(runtime workers, waiter id, where to send its next call)`.
+    type Waiter = (usize, u64, mpsc::Sender<Job>);
+
+    static WAITING: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
+    static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+    fn waiting() -> std::sync::MutexGuard<'static, Vec<Waiter>> {
+        // Poisoned only if a thread panicked while pushing or removing; the list is still whole.
+        WAITING.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Gives `job` to a waiting thread whose runtime has `threads` workers; `Err(job)` when none
+    /// waits.
+    pub(super) fn hand_over(threads: usize, mut job: Job) -> Result<(), Job> {
+        loop {
+            let waiter = {
+                let mut w = waiting();
+                match w.iter().rposition(|(n, _, _)| *n == threads) {
+                    Some(i) => w.swap_remove(i),
+                    None => return Err(job),
+                }
+            };
+            // A waiter is removed from the list before it stops listening, so a send only
+            // fails if it ended some other way; then try the next.
+            match waiter.2.send(job) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::SendError(back)) => job = back,
+            }
+        }
+    }
+
+    /// Waits up to [`IDLE_KEEP`] for a call for this thread (its runtime has `threads`
+    /// workers); `None`: none came, or enough threads wait already, and the thread ends.
+    pub(super) fn wait(threads: usize) -> Option<Job> {
+        let (tx, rx) = mpsc::channel();
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut w = waiting();
+            if w.len() >= MAX_IDLE {
+                return None;
+            }
+            w.push((threads, id, tx));
+        }
+        if let Ok(job) = rx.recv_timeout(IDLE_KEEP) {
+            return Some(job);
+        }
+        // Leave the list, then take a call sent before leaving it (none can come after).
+        waiting().retain(|(_, i, _)| *i != id);
+        rx.try_recv().ok()
     }
 }
 

@@ -356,7 +356,7 @@ impl SqlEngine {
         if let Some(out) = show::metadata_statement(self, session, &stmt).await? {
             return Ok((kind, out.schema, Arc::new(Schema::empty())));
         }
-        if let Some(point) = self.point_query(session, &stmt).await? {
+        if let Some(point) = point::query(self, session, &stmt).await? {
             if let Some(params) = point.parameter_schema() {
                 return Ok((kind, point.schema(), params));
             }
@@ -430,7 +430,7 @@ impl SqlEngine {
         let out = match classify(&stmt)? {
             StatementKind::Query => match show::metadata_statement(self, session, &stmt).await? {
                 Some(out) => out,
-                None => match self.point_answer(session, &stmt, params).await? {
+                None => match point::answer(self, session, &stmt, params).await? {
                     Some(out) => out,
                     None => self.query(session, stmt, params).await?,
                 },
@@ -504,40 +504,6 @@ impl SqlEngine {
             },
             _ => invalid!("'{sql}' is a query, not an update; run it as a query"),
         }
-    }
-
-    /// `stmt` as a point query by primary key ([`point`]), if it is one.
-    async fn point_query(
-        &self,
-        session: &SqlSession,
-        stmt: &DFStatement,
-    ) -> Result<Option<point::PointQuery>> {
-        match point::shape(stmt) {
-            Some(shape) => point::PointQuery::resolve(self, session, shape).await,
-            None => Ok(None),
-        }
-    }
-
-    /// The rows of a point query read directly (no planning), if `stmt` is one whose key
-    /// `params` complete exactly.
-    async fn point_answer(
-        &self,
-        session: &SqlSession,
-        stmt: &DFStatement,
-        params: &[ScalarValue],
-    ) -> Result<Option<SqlOutput>> {
-        let Some(point) = self.point_query(session, stmt).await? else {
-            return Ok(None);
-        };
-        let Some(batches) = point.run(params).await? else {
-            return Ok(None);
-        };
-        crate::metrics::metrics().point_queries.inc();
-        Ok(Some(SqlOutput {
-            kind: StatementKind::Query,
-            schema: point.schema(),
-            stream: futures::stream::iter(batches.into_iter().map(Ok)).boxed(),
-        }))
     }
 
     /// Plans and starts a query with DataFusion (no DDL, DML or statements allowed).

@@ -14,6 +14,7 @@ pub mod compact;
 pub mod data_file;
 pub(crate) mod deletion_vectors;
 pub(crate) mod evolution;
+pub(crate) mod key_filter;
 pub mod lifecycle;
 pub mod maintenance;
 pub(crate) mod page_cache;

@@ -24,8 +24,9 @@ use parquet::arrow::arrow_reader::{
 use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::reader::ChunkReader;
 
-use super::data_file::{decode_built, name_in_file, RowGroupFilter};
+use super::data_file::{decode_built, name_in_file};
 use super::evolution::FileRef;
+use super::key_filter::RowGroupFilter;
 use crate::error::{ParquetSnafu, Result};
 use crate::spec::binary_row::Datum;
 use snafu::ResultExt;
@@ -118,7 +119,7 @@ fn pages_of(md: &parquet::file::metadata::ParquetMetaData, filter: &RowGroupFilt
             out.push(KeyPage {
                 first_row: base + start,
                 rows: end - start,
-                bounds: super::data_file::page_range(index, p, &filter.ty),
+                bounds: super::key_filter::page_range(index, p, &filter.ty),
             });
         }
         base += rows;

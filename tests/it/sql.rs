@@ -481,6 +481,7 @@ async fn point_queries_answer_as_datafusion_does() {
     // Errors are DataFusion's: an unknown column or table.
     for bad in [
         "SELECT nope FROM pq WHERE region = 'us' AND id = 1 AND k = 1",
+        "SELECT id, id FROM pq WHERE region = 'us' AND id = 1 AND k = 1",
         "SELECT * FROM nope WHERE id = 1",
     ] {
         assert!(engine.execute(&session, bad, &[]).await.is_err(), "{bad}");

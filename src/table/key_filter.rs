@@ -1,0 +1,184 @@
+//! Key-range pruning of the data files of primary-key tables, which are sorted by key: the row
+//! groups and pages whose statistics for the first key column may hold a key in range, and the
+//! rows of a decoded batch that do (rows of other keys may be dropped before merging, since a key's
+//! merge sees only its own rows).
+
+use arrow::array::RecordBatch;
+use snafu::ResultExt;
+
+use crate::error::{ArrowSnafu, Result};
+
+/// Keeps the row groups whose statistics for one key column may hold a value in a range (files
+/// are sorted by key, so a point lookup touches one row group of each file).
+#[derive(Debug, Clone)]
+pub(crate) struct RowGroupFilter {
+    /// The key column as stored (`_KEY_<name>`).
+    pub(crate) column: String,
+    pub(crate) ty: crate::spec::DataType,
+    pub(crate) range: super::scan::KeyRange,
+}
+
+impl RowGroupFilter {
+    /// The rows of `batch` whose key lies in the range (all of them when the batch has no such
+    /// column). Rows of other keys may be dropped before merging: a key's merge sees only its own
+    /// rows.
+    pub(super) fn keep_in_range(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        use arrow::compute::kernels::cmp;
+        let Some(col) = batch.column_by_name(&self.column) else {
+            return Ok(batch);
+        };
+        let context = || format!("keeping the rows of {} in range", self.column);
+        let mut keep: Option<arrow::array::BooleanArray> = None;
+        let (lower, upper) = self.range.bounds();
+        for (bound, is_lower) in [(lower, true), (upper, false)] {
+            let Some((value, inclusive)) = bound else {
+                continue;
+            };
+            let scalar =
+                crate::spec::datum::datums_to_array(col.data_type(), std::slice::from_ref(value))?;
+            let scalar = arrow::array::Scalar::new(scalar);
+            let side = match (is_lower, inclusive) {
+                (true, true) => cmp::gt_eq(col, &scalar),
+                (true, false) => cmp::gt(col, &scalar),
+                (false, true) => cmp::lt_eq(col, &scalar),
+                (false, false) => cmp::lt(col, &scalar),
+            }
+            .with_context(|_| ArrowSnafu { context: context() })?;
+            keep = Some(match keep {
+                None => side,
+                Some(k) => arrow::compute::and(&k, &side)
+                    .with_context(|_| ArrowSnafu { context: context() })?,
+            });
+        }
+        match keep {
+            Some(k) if k.true_count() < batch.num_rows() => {
+                arrow::compute::filter_record_batch(&batch, &k)
+                    .with_context(|_| ArrowSnafu { context: context() })
+            }
+            _ => Ok(batch),
+        }
+    }
+
+    pub(super) fn column(&self, md: &parquet::file::metadata::ParquetMetaData) -> Option<usize> {
+        let schema = md.file_metadata().schema_descr();
+        (0..schema.num_columns()).find(|&i| schema.column(i).name() == self.column)
+    }
+
+    /// Within the kept row groups, the rows of the pages whose key statistics may hold a key in
+    /// range (from the page index); `None` to read every row of them.
+    pub(super) fn pages(
+        &self,
+        md: &parquet::file::metadata::ParquetMetaData,
+        groups: &[usize],
+    ) -> Option<parquet::arrow::arrow_reader::RowSelection> {
+        use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+        let col = self.column(md)?;
+        let (ci, oi) = (md.column_index()?, md.offset_index()?);
+        let mut selectors = Vec::new();
+        for &rg in groups {
+            let rows = usize::try_from(md.row_group(rg).num_rows()).ok()?;
+            let index = ci.get(rg)?.get(col)?;
+            let pages = oi.get(rg)?.get(col)?.page_locations();
+            for (p, page) in pages.iter().enumerate() {
+                let start = usize::try_from(page.first_row_index).ok()?;
+                let end = match pages.get(p + 1) {
+                    Some(next) => usize::try_from(next.first_row_index).ok()?,
+                    None => rows,
+                };
+                let keep = match page_range(index, p, &self.ty) {
+                    Some((min, max)) => self.range.overlaps(&min, &max),
+                    None => true,
+                };
+                selectors.push(if keep {
+                    RowSelector::select(end - start)
+                } else {
+                    RowSelector::skip(end - start)
+                });
+            }
+        }
+        Some(RowSelection::from(selectors))
+    }
+
+    /// The row groups to read, or `None` to read all (no usable statistics).
+    pub(super) fn select(
+        &self,
+        md: &parquet::file::metadata::ParquetMetaData,
+    ) -> Option<Vec<usize>> {
+        let col = self.column(md)?;
+        let keep = md
+            .row_groups()
+            .iter()
+            .enumerate()
+            .filter(|(_, rg)| {
+                match rg
+                    .column(col)
+                    .statistics()
+                    .and_then(|s| stats_range(s, &self.ty))
+                {
+                    Some((min, max)) => self.range.overlaps(&min, &max),
+                    None => true,
+                }
+            })
+            .map(|(i, _)| i)
+            .collect();
+        Some(keep)
+    }
+}
+
+/// A page's min and max of a key column (page-index bounds may be truncated strings: a truncated
+/// min is still a lower bound and parquet rounds a truncated max up).
+pub(super) fn page_range(
+    index: &parquet::file::page_index::column_index::ColumnIndexMetaData,
+    page: usize,
+    ty: &crate::spec::DataType,
+) -> Option<(crate::spec::Datum, crate::spec::Datum)> {
+    use crate::spec::{Datum, TypeRoot};
+    use parquet::file::page_index::column_index::ColumnIndexMetaData as I;
+    match (index, &ty.root) {
+        (I::INT32(ix), TypeRoot::Int) => Some((
+            Datum::Int(*ix.min_value(page)?),
+            Datum::Int(*ix.max_value(page)?),
+        )),
+        (I::INT64(ix), TypeRoot::BigInt) => Some((
+            Datum::BigInt(*ix.min_value(page)?),
+            Datum::BigInt(*ix.max_value(page)?),
+        )),
+        (I::BYTE_ARRAY(ix), TypeRoot::VarChar(_) | TypeRoot::Char(_)) => {
+            let min = std::str::from_utf8(ix.min_value(page)?).ok()?;
+            let max = std::str::from_utf8(ix.max_value(page)?).ok()?;
+            Some((
+                Datum::String(min.to_string()),
+                Datum::String(max.to_string()),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A row group's min and max of a key column, for the types whose statistics are exact bounds.
+fn stats_range(
+    s: &parquet::file::statistics::Statistics,
+    ty: &crate::spec::DataType,
+) -> Option<(crate::spec::Datum, crate::spec::Datum)> {
+    use crate::spec::{Datum, TypeRoot};
+    use parquet::file::statistics::Statistics as S;
+    match (s, &ty.root) {
+        (S::Int32(v), TypeRoot::Int) => {
+            Some((Datum::Int(*v.min_opt()?), Datum::Int(*v.max_opt()?)))
+        }
+        (S::Int64(v), TypeRoot::BigInt) => {
+            Some((Datum::BigInt(*v.min_opt()?), Datum::BigInt(*v.max_opt()?)))
+        }
+        (S::ByteArray(v), TypeRoot::VarChar(_) | TypeRoot::Char(_))
+            if v.min_is_exact() && v.max_is_exact() =>
+        {
+            let min = std::str::from_utf8(v.min_opt()?.data()).ok()?;
+            let max = std::str::from_utf8(v.max_opt()?.data()).ok()?;
+            Some((
+                Datum::String(min.to_string()),
+                Datum::String(max.to_string()),
+            ))
+        }
+        _ => None,
+    }
+}
