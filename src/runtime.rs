@@ -488,6 +488,33 @@ mod tests {
         p.to_string()
     }
 
+    #[test]
+    fn a_waiting_thread_takes_the_next_call_of_its_size_only() {
+        // Sizes no pool of this process uses, so other tests' threads are not involved.
+        let (size, other) = (1001, 1002);
+        assert!(
+            idle::hand_over(size, Box::pin(async {})).is_err(),
+            "none waits yet"
+        );
+        let waiter = std::thread::spawn(move || idle::wait(size).is_some());
+        let mut job: Job = Box::pin(async {});
+        // Until the thread waits, the call comes back; a waiter of another size never takes it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            assert!(idle::hand_over(other, Box::pin(async {})).is_err());
+            match idle::hand_over(size, job) {
+                Ok(()) => break,
+                Err(back) => job = back,
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the thread never waited"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(waiter.join().unwrap(), "the waiting thread got the call");
+    }
+
     #[tokio::test]
     async fn a_panic_on_a_work_thread_is_an_error() {
         let pool = WorkPool::default();
