@@ -510,7 +510,7 @@ mod tests {
                 std::time::Instant::now() < deadline,
                 "the thread never waited"
             );
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            std::thread::park_timeout(std::time::Duration::from_millis(5));
         }
         assert!(waiter.join().unwrap(), "the waiting thread got the call");
     }
