@@ -289,46 +289,38 @@ fn load_selected(
     target: &SchemaRef,
     filter: Option<&RowGroupFilter>,
 ) -> Result<Vec<RecordBatch>> {
-    let parquet = !file.path.ends_with(AVRO_SUFFIX);
-    let local = local_file(io, &file.path);
-    if let Some(f) = filter.filter(|_| parquet && io.caches_metadata()) {
-        let cached = match local {
-            Some(local) => {
-                let shared = super::page_cache::SharedFile(Arc::new(local));
-                let reader = shared.clone();
-                return match super::page_cache::read(io, file, target, f, move || Ok(reader))? {
-                    Some(batches) => Ok(batches),
-                    None => {
-                        decode_parquet(&file.path, shared, target, filter, file.columns.as_ref())
-                    }
-                };
+    let fetch = || handle.block_on(io.read_data(&file.path));
+    let cacheable = filter.filter(|_| !file.path.ends_with(AVRO_SUFFIX) && io.caches_metadata());
+    let columns = file.columns.as_ref();
+    match (local_file(io, &file.path), cacheable) {
+        (Some(local), Some(f)) => {
+            let shared = super::page_cache::SharedFile(Arc::new(local));
+            let reader = shared.clone();
+            match super::page_cache::read(io, file, target, f, move || Ok(reader))? {
+                Some(batches) => Ok(batches),
+                None => decode_parquet(&file.path, shared, target, filter, columns),
             }
-            None => {
-                let mut fetched: Option<Bytes> = None;
-                let got = super::page_cache::read(io, file, target, f, || {
-                    let bytes = handle.block_on(io.read_data(&file.path))?;
-                    fetched = Some(bytes.clone());
-                    Ok(bytes)
-                })?;
-                (got, fetched)
+        }
+        (Some(local), None) => decode_parquet(&file.path, local, target, filter, columns),
+        (None, Some(f)) => {
+            // The whole file is fetched at most once: for the cache's miss, or for this read.
+            let mut fetched: Option<Bytes> = None;
+            let cached = super::page_cache::read(io, file, target, f, || {
+                let bytes = fetch()?;
+                fetched = Some(bytes.clone());
+                Ok(bytes)
+            })?;
+            if let Some(batches) = cached {
+                return Ok(batches);
             }
-        };
-        return match cached {
-            (Some(batches), _) => Ok(batches),
-            (None, Some(bytes)) => {
-                decode_filtered(&file.path, bytes, target, filter, file.columns.as_ref())
-            }
-            (None, None) => {
-                let bytes = handle.block_on(io.read_data(&file.path))?;
-                decode_filtered(&file.path, bytes, target, filter, file.columns.as_ref())
-            }
-        };
+            let bytes = match fetched {
+                Some(bytes) => bytes,
+                None => fetch()?,
+            };
+            decode_filtered(&file.path, bytes, target, filter, columns)
+        }
+        (None, None) => decode_filtered(&file.path, fetch()?, target, filter, columns),
     }
-    if let Some(local) = local {
-        return decode_parquet(&file.path, local, target, filter, file.columns.as_ref());
-    }
-    let bytes = handle.block_on(io.read_data(&file.path))?;
-    decode_filtered(&file.path, bytes, target, filter, file.columns.as_ref())
 }
 
 /// The open file behind `path` (relative to a local warehouse's root) when it is a Parquet file

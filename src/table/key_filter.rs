@@ -8,8 +8,17 @@ use snafu::ResultExt;
 
 use crate::error::{ArrowSnafu, Result};
 
-/// Keeps the row groups whose statistics for one key column may hold a value in a range (files
-/// are sorted by key, so a point lookup touches one row group of each file).
+/// One page of a file by its key column: its rows (counted from the file's first row) and its
+/// key bounds (`None`: no usable bounds, the page may hold any key).
+#[derive(Debug)]
+pub(crate) struct KeyPage {
+    pub(crate) first_row: usize,
+    pub(crate) rows: usize,
+    pub(crate) bounds: Option<(crate::spec::Datum, crate::spec::Datum)>,
+}
+
+/// Keeps the row groups, pages and rows whose key (one key column) may lie in a range (files are
+/// sorted by key, so a point lookup touches one page of each file).
 #[derive(Debug, Clone)]
 pub(crate) struct RowGroupFilter {
     /// The key column as stored (`_KEY_<name>`).
@@ -64,18 +73,21 @@ impl RowGroupFilter {
         (0..schema.num_columns()).find(|&i| schema.column(i).name() == self.column)
     }
 
-    /// Within the kept row groups, the rows of the pages whose key statistics may hold a key in
-    /// range (from the page index); `None` to read every row of them.
-    pub(super) fn pages(
+    /// Every page of the row groups `groups`, by the key column's page index: its first row
+    /// (counted from the file's first row), its rows, and its key bounds (`None`: unusable, the
+    /// page may hold any key); `None` when the file has no page index for the column.
+    pub(super) fn key_pages(
         &self,
         md: &parquet::file::metadata::ParquetMetaData,
         groups: &[usize],
-    ) -> Option<parquet::arrow::arrow_reader::RowSelection> {
-        use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+    ) -> Option<Vec<KeyPage>> {
         let col = self.column(md)?;
         let (ci, oi) = (md.column_index()?, md.offset_index()?);
-        let mut selectors = Vec::new();
+        let mut out = Vec::new();
         for &rg in groups {
+            let base = (0..rg)
+                .map(|g| usize::try_from(md.row_group(g).num_rows()).ok())
+                .sum::<Option<usize>>()?;
             let rows = usize::try_from(md.row_group(rg).num_rows()).ok()?;
             let index = ci.get(rg)?.get(col)?;
             let pages = oi.get(rg)?.get(col)?.page_locations();
@@ -85,17 +97,43 @@ impl RowGroupFilter {
                     Some(next) => usize::try_from(next.first_row_index).ok()?,
                     None => rows,
                 };
-                let keep = match page_range(index, p, &self.ty) {
-                    Some((min, max)) => self.range.overlaps(&min, &max),
-                    None => true,
-                };
-                selectors.push(if keep {
-                    RowSelector::select(end - start)
-                } else {
-                    RowSelector::skip(end - start)
+                out.push(KeyPage {
+                    first_row: base + start,
+                    rows: end - start,
+                    bounds: page_range(index, p, &self.ty),
                 });
             }
         }
+        Some(out)
+    }
+
+    /// Whether `page` may hold a key in range.
+    pub(super) fn wants(&self, page: &KeyPage) -> bool {
+        match &page.bounds {
+            Some((min, max)) => self.range.overlaps(min, max),
+            None => true,
+        }
+    }
+
+    /// Within the kept row groups, the rows of the pages whose key statistics may hold a key in
+    /// range (from the page index); `None` to read every row of them.
+    pub(super) fn pages(
+        &self,
+        md: &parquet::file::metadata::ParquetMetaData,
+        groups: &[usize],
+    ) -> Option<parquet::arrow::arrow_reader::RowSelection> {
+        use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+        let selectors: Vec<RowSelector> = self
+            .key_pages(md, groups)?
+            .iter()
+            .map(|page| {
+                if self.wants(page) {
+                    RowSelector::select(page.rows)
+                } else {
+                    RowSelector::skip(page.rows)
+                }
+            })
+            .collect();
         Some(RowSelection::from(selectors))
     }
 
@@ -127,7 +165,7 @@ impl RowGroupFilter {
 
 /// A page's min and max of a key column (page-index bounds may be truncated strings: a truncated
 /// min is still a lower bound and parquet rounds a truncated max up).
-pub(super) fn page_range(
+fn page_range(
     index: &parquet::file::page_index::column_index::ColumnIndexMetaData,
     page: usize,
     ty: &crate::spec::DataType,

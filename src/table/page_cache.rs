@@ -26,9 +26,8 @@ use parquet::file::reader::ChunkReader;
 
 use super::data_file::{decode_built, name_in_file};
 use super::evolution::FileRef;
-use super::key_filter::RowGroupFilter;
+use super::key_filter::{KeyPage, RowGroupFilter};
 use crate::error::{ParquetSnafu, Result};
-use crate::spec::binary_row::Datum;
 use snafu::ResultExt;
 
 /// Pages one read may take from the cache (a point lookup needs one, a page boundary two).
@@ -36,15 +35,6 @@ pub(crate) const MAX_PAGES: usize = 2;
 
 /// Memory the decoded pages may take, in all.
 pub(crate) const PAGE_BYTES: u64 = 256 << 20;
-
-/// One page of a file: its rows (counted from the file's first row) and its key bounds.
-#[derive(Debug)]
-struct KeyPage {
-    first_row: usize,
-    rows: usize,
-    /// `None`: no usable bounds (the page may hold any key).
-    bounds: Option<(Datum, Datum)>,
-}
 
 /// The pages of one file by one key column; `None` when the file has no page index for it.
 type KeyPages = Option<Arc<Vec<KeyPage>>>;
@@ -75,17 +65,6 @@ fn decoded_pages() -> &'static moka::sync::Cache<String, Arc<Vec<RecordBatch>>> 
     })
 }
 
-/// The pages of `pages` whose key bounds may hold a key `filter` keeps. Pure.
-fn wanted<'a>(pages: &'a [KeyPage], filter: &RowGroupFilter) -> Vec<&'a KeyPage> {
-    pages
-        .iter()
-        .filter(|p| match &p.bounds {
-            Some((min, max)) => filter.range.overlaps(min, max),
-            None => true,
-        })
-        .collect()
-}
-
 /// The selection of rows `[first, first + rows)` of a file of `total` rows. Pure.
 fn selection(first: usize, rows: usize, total: usize) -> RowSelection {
     let mut s = Vec::with_capacity(3);
@@ -98,33 +77,6 @@ fn selection(first: usize, rows: usize, total: usize) -> RowSelection {
         s.push(RowSelector::skip(rest));
     }
     RowSelection::from(s)
-}
-
-/// The key pages of a file from its metadata (page index loaded). Pure.
-fn pages_of(md: &parquet::file::metadata::ParquetMetaData, filter: &RowGroupFilter) -> KeyPages {
-    let col = filter.column(md)?;
-    let (ci, oi) = (md.column_index()?, md.offset_index()?);
-    let mut out = Vec::new();
-    let mut base = 0usize;
-    for rg in 0..md.num_row_groups() {
-        let rows = usize::try_from(md.row_group(rg).num_rows()).ok()?;
-        let index = ci.get(rg)?.get(col)?;
-        let locations = oi.get(rg)?.get(col)?.page_locations();
-        for (p, page) in locations.iter().enumerate() {
-            let start = usize::try_from(page.first_row_index).ok()?;
-            let end = match locations.get(p + 1) {
-                Some(next) => usize::try_from(next.first_row_index).ok()?,
-                None => rows,
-            };
-            out.push(KeyPage {
-                first_row: base + start,
-                rows: end - start,
-                bounds: super::key_filter::page_range(index, p, &filter.ty),
-            });
-        }
-        base += rows;
-    }
-    Some(Arc::new(out))
 }
 
 /// What `target` decodes from a file (its columns as named in the file, with their types): part
@@ -161,7 +113,10 @@ pub(crate) fn read<R: ChunkReader + Clone + 'static>(
         Some(p) => p,
         None => {
             let (_, md) = opened(&mut slot, &mut open, &file.path)?;
-            let p = pages_of(md.metadata(), filter);
+            let md = md.metadata();
+            let p = filter
+                .key_pages(md, &(0..md.num_row_groups()).collect::<Vec<_>>())
+                .map(Arc::new);
             key_pages().insert(pages_key, p.clone());
             p
         }
@@ -169,7 +124,7 @@ pub(crate) fn read<R: ChunkReader + Clone + 'static>(
     let Some(pages) = pages else {
         return Ok(None);
     };
-    let wanted = wanted(&pages, filter);
+    let wanted: Vec<&KeyPage> = pages.iter().filter(|p| filter.wants(p)).collect();
     if wanted.len() > MAX_PAGES {
         return Ok(None);
     }
@@ -247,6 +202,11 @@ impl ChunkReader for SharedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::binary_row::Datum;
+
+    fn wanted<'a>(pages: &'a [KeyPage], filter: &RowGroupFilter) -> Vec<&'a KeyPage> {
+        pages.iter().filter(|p| filter.wants(p)).collect()
+    }
 
     fn page(first_row: usize, rows: usize, min: i64, max: i64) -> KeyPage {
         KeyPage {
