@@ -76,6 +76,23 @@ impl Default for WorkLimits {
     }
 }
 
+thread_local! {
+    /// Set on a work thread and on its runtime's threads ([`on_work_thread`]).
+    static WORK_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the current thread runs a call's work: there a short blocking system call (a local
+/// file's `stat`, reading a small metadata file) costs the call less than handing it to a
+/// blocking thread and waking up again, and blocks no one else's call. The IO runtime's
+/// threads answer `false`.
+pub fn on_work_thread() -> bool {
+    WORK_THREAD.with(std::cell::Cell::get)
+}
+
+fn mark_work_thread() {
+    WORK_THREAD.with(|w| w.set(true));
+}
+
 /// A panic on a work thread, turned into a message (the error type decides its status).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Panicked(pub String);
@@ -167,6 +184,7 @@ impl WorkPool {
             .name("tidelake-work".into())
             .stack_size(WORK_STACK_BYTES)
             .spawn(move || {
+                mark_work_thread();
                 let mut builder = if threads <= 1 {
                     tokio::runtime::Builder::new_current_thread()
                 } else {
@@ -177,6 +195,7 @@ impl WorkPool {
                 let rt = match builder
                     .thread_name("tidelake-work")
                     .thread_stack_size(WORK_STACK_BYTES)
+                    .on_thread_start(mark_work_thread)
                     .enable_all()
                     .build()
                 {
@@ -524,6 +543,26 @@ mod tests {
             .run(Some(pool.admit("u").await), async { Ok(7) }, as_string)
             .await;
         assert_eq!(ok, Ok(7));
+    }
+
+    #[tokio::test]
+    async fn work_threads_and_their_runtimes_threads_know_they_are_one() {
+        assert!(!on_work_thread(), "a test's runtime is not a work thread");
+        let pool = WorkPool::default();
+        let on: Result<(bool, bool), String> = pool
+            .run(
+                Some(pool.admit("u").await),
+                async {
+                    let spawned = tokio::spawn(async { on_work_thread() })
+                        .await
+                        .unwrap_or(false);
+                    Ok((on_work_thread(), spawned))
+                },
+                as_string,
+            )
+            .await;
+        assert_eq!(on, Ok((true, true)));
+        assert!(!on_work_thread());
     }
 
     #[tokio::test]

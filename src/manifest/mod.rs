@@ -31,25 +31,41 @@ fn decoded_manifests() -> &'static moka::sync::Cache<String, Arc<Vec<ManifestEnt
         std::sync::OnceLock::new();
     CACHE.get_or_init(|| {
         moka::sync::Cache::builder()
-            .weigher(|_, entries: &Arc<Vec<ManifestEntry>>| {
-                let bytes: usize = entries
-                    .iter()
-                    .map(|e| {
-                        256 + e.partition.len()
-                            + e.file.file_name.len()
-                            + e.file.min_key.len()
-                            + e.file.max_key.len()
-                            + e.file.key_stats.min_values.len()
-                            + e.file.key_stats.max_values.len()
-                            + e.file.value_stats.min_values.len()
-                            + e.file.value_stats.max_values.len()
-                    })
-                    .sum();
-                u32::try_from(bytes).unwrap_or(u32::MAX)
-            })
+            .weigher(|_, entries: &Arc<Vec<ManifestEntry>>| entries_weight(entries))
             .max_capacity(256 << 20)
             .build()
     })
+}
+
+/// The folded live files of recent snapshots (the last few per table matter: readers plan
+/// against the latest), weighed like [`decoded_manifests`] (64 MiB in all).
+fn live_files() -> &'static moka::sync::Cache<String, Arc<Vec<ManifestEntry>>> {
+    static CACHE: std::sync::OnceLock<moka::sync::Cache<String, Arc<Vec<ManifestEntry>>>> =
+        std::sync::OnceLock::new();
+    CACHE.get_or_init(|| {
+        moka::sync::Cache::builder()
+            .weigher(|_, entries: &Arc<Vec<ManifestEntry>>| entries_weight(entries))
+            .max_capacity(64 << 20)
+            .build()
+    })
+}
+
+/// An estimate of the memory `entries` take, for the caches' weighers.
+fn entries_weight(entries: &[ManifestEntry]) -> u32 {
+    let bytes: usize = entries
+        .iter()
+        .map(|e| {
+            256 + e.partition.len()
+                + e.file.file_name.len()
+                + e.file.min_key.len()
+                + e.file.max_key.len()
+                + e.file.key_stats.min_values.len()
+                + e.file.key_stats.max_values.len()
+                + e.file.value_stats.min_values.len()
+                + e.file.value_stats.max_values.len()
+        })
+        .sum();
+    u32::try_from(bytes).unwrap_or(u32::MAX)
 }
 
 /// Unique names for the files one writer or committer creates: `<prefix><uuid>-<n>`.
@@ -151,12 +167,37 @@ impl ManifestManager {
 
     /// The live data files of `snapshot` (base then delta, folded).
     pub async fn live_entries(&self, snapshot: &Snapshot) -> Result<Vec<ManifestEntry>> {
+        Ok(self.live_entries_shared(snapshot).await?.as_ref().clone())
+    }
+
+    /// [`ManifestManager::live_entries`], folded once per process while the metadata cache is
+    /// on: the two manifest lists a snapshot names are unique and never change, so neither do
+    /// its live files. A point query plans against a warm snapshot without decoding anything.
+    pub async fn live_entries_shared(
+        &self,
+        snapshot: &Snapshot,
+    ) -> Result<Arc<Vec<ManifestEntry>>> {
+        let key = format!(
+            "{}\u{0}{}\u{0}{}\u{0}{}",
+            self.io.instance(),
+            self.table_path,
+            snapshot.base_manifest_list,
+            snapshot.delta_manifest_list
+        );
+        let cache = self.io.caches_metadata().then(live_files);
+        if let Some(hit) = cache.and_then(|c| c.get(&key)) {
+            return Ok(hit);
+        }
         let (base, delta) = futures::future::try_join(
             self.read_entries_of_list(&snapshot.base_manifest_list),
             self.read_entries_of_list(&snapshot.delta_manifest_list),
         )
         .await?;
-        Ok(fold_entries(base.into_iter().chain(delta)))
+        let live = Arc::new(fold_entries(base.into_iter().chain(delta)));
+        if let Some(c) = cache {
+            c.insert(key, Arc::clone(&live));
+        }
+        Ok(live)
     }
 
     /// Writes one manifest holding `entries` and describes it for a manifest list.

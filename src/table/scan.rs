@@ -176,8 +176,11 @@ impl ScanBuilder {
             }
             .build()
         })?;
-        let entries = table.manifest_manager().live_entries(&snapshot).await?;
-        let splits = pruning.splits(entries).map_err(|message| {
+        let entries = table
+            .manifest_manager()
+            .live_entries_shared(&snapshot)
+            .await?;
+        let splits = pruning.splits(entries.iter()).map_err(|message| {
             crate::error::CorruptSnafu {
                 path: format!("{} snapshot {}", table.identifier(), snapshot.id),
                 message,
@@ -304,23 +307,23 @@ impl Pruning {
 
     /// The kept entries grouped into splits of one (partition, bucket), in that order, files in
     /// the order the manifests list them.
-    pub(crate) fn splits(
+    pub(crate) fn splits<'a>(
         &self,
-        entries: Vec<ManifestEntry>,
+        entries: impl IntoIterator<Item = &'a ManifestEntry>,
     ) -> std::result::Result<Vec<Split>, String> {
-        let mut groups: BTreeMap<(Vec<u8>, i32), Vec<DataFileMeta>> = BTreeMap::new();
+        let mut groups: BTreeMap<(&[u8], i32), Vec<DataFileMeta>> = BTreeMap::new();
         for e in entries {
-            if self.keeps(&e)? {
+            if self.keeps(e)? {
                 groups
-                    .entry((e.partition, e.bucket))
+                    .entry((&e.partition, e.bucket))
                     .or_default()
-                    .push(e.file);
+                    .push(e.file.clone());
             }
         }
         Ok(groups
             .into_iter()
             .map(|((partition, bucket), files)| Split {
-                partition,
+                partition: partition.to_vec(),
                 bucket,
                 files,
             })
@@ -461,7 +464,7 @@ mod tests {
     fn splits_group_by_partition_and_bucket_in_order() {
         let p = Pruning::new(&layout(""), &scan()).unwrap();
         let splits = p
-            .splits(vec![
+            .splits(&[
                 entry("b", 1, 0, (1, 2)),
                 entry("a", 1, 0, (1, 2)),
                 entry("a", 0, 0, (1, 2)),
