@@ -8,6 +8,20 @@ use snafu::ResultExt;
 
 use crate::error::{ArrowSnafu, Result};
 
+/// How many of `rows` (in order) satisfy `before`, which holds for a prefix of them.
+fn partition_point(rows: std::ops::Range<usize>, before: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (rows.start, rows.end);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo - rows.start
+}
+
 /// One page of a file by its key column: its rows (counted from the file's first row) and its
 /// key bounds (`None`: no usable bounds, the page may hold any key).
 #[derive(Debug)]
@@ -30,42 +44,46 @@ pub(crate) struct RowGroupFilter {
 impl RowGroupFilter {
     /// The rows of `batch` whose key lies in the range (all of them when the batch has no such
     /// column). Rows of other keys may be dropped before merging: a key's merge sees only its own
-    /// rows.
+    /// rows. A data file's rows are sorted by key (what the merge relies on too), so the rows in
+    /// range are one slice, found by binary search with the merge's order: a point read keeps
+    /// its row of a cached page without comparing every key of the page.
     pub(super) fn keep_in_range(&self, batch: RecordBatch) -> Result<RecordBatch> {
-        use arrow::compute::kernels::cmp;
         let Some(col) = batch.column_by_name(&self.column) else {
             return Ok(batch);
         };
         let context = || format!("keeping the rows of {} in range", self.column);
-        let mut keep: Option<arrow::array::BooleanArray> = None;
         let (lower, upper) = self.range.bounds();
+        let mut rows = 0..batch.num_rows();
         for (bound, is_lower) in [(lower, true), (upper, false)] {
             let Some((value, inclusive)) = bound else {
                 continue;
             };
-            let scalar =
+            let value =
                 crate::spec::datum::datums_to_array(col.data_type(), std::slice::from_ref(value))?;
-            let scalar = arrow::array::Scalar::new(scalar);
-            let side = match (is_lower, inclusive) {
-                (true, true) => cmp::gt_eq(col, &scalar),
-                (true, false) => cmp::gt(col, &scalar),
-                (false, true) => cmp::lt_eq(col, &scalar),
-                (false, false) => cmp::lt(col, &scalar),
-            }
+            let order = arrow::array::make_comparator(
+                col.as_ref(),
+                value.as_ref(),
+                arrow::compute::SortOptions::default(),
+            )
             .with_context(|_| ArrowSnafu { context: context() })?;
-            keep = Some(match keep {
-                None => side,
-                Some(k) => arrow::compute::and(&k, &side)
-                    .with_context(|_| ArrowSnafu { context: context() })?,
-            });
+            let before = |i: usize| match (is_lower, inclusive, order(i, 0)) {
+                (_, _, std::cmp::Ordering::Less) => true,
+                (true, false, std::cmp::Ordering::Equal)
+                | (false, true, std::cmp::Ordering::Equal) => true,
+                _ => false,
+            };
+            let at = rows.start + partition_point(rows.clone(), before);
+            rows = if is_lower {
+                at..rows.end
+            } else {
+                rows.start..at
+            };
         }
-        match keep {
-            Some(k) if k.true_count() < batch.num_rows() => {
-                arrow::compute::filter_record_batch(&batch, &k)
-                    .with_context(|_| ArrowSnafu { context: context() })
-            }
-            _ => Ok(batch),
-        }
+        Ok(if rows.len() == batch.num_rows() {
+            batch
+        } else {
+            batch.slice(rows.start, rows.len())
+        })
     }
 
     pub(super) fn column(&self, md: &parquet::file::metadata::ParquetMetaData) -> Option<usize> {
@@ -218,5 +236,93 @@ fn stats_range(
             ))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{DataType, Datum};
+    use crate::table::scan::KeyRange;
+    use arrow::array::{Array, Int64Array, StringArray};
+    use std::sync::Arc;
+
+    fn filter(lower: Option<(i64, bool)>, upper: Option<(i64, bool)>) -> RowGroupFilter {
+        RowGroupFilter {
+            column: "_KEY_id".into(),
+            ty: DataType::new(crate::spec::TypeRoot::BigInt, false),
+            range: KeyRange::new(
+                lower.map(|(v, i)| (Datum::BigInt(v), i)),
+                upper.map(|(v, i)| (Datum::BigInt(v), i)),
+            ),
+        }
+    }
+
+    fn kept(f: &RowGroupFilter, keys: &[i64]) -> Vec<i64> {
+        let batch = RecordBatch::try_from_iter([
+            ("_KEY_id", Arc::new(Int64Array::from(keys.to_vec())) as _),
+            (
+                "v",
+                Arc::new(StringArray::from_iter_values(
+                    keys.iter().map(|k| k.to_string()),
+                )) as _,
+            ),
+        ])
+        .unwrap();
+        let out = f.keep_in_range(batch).unwrap();
+        let ids = out.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        let vs = out
+            .column(1)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert_eq!(ids.len(), vs.len());
+        (0..ids.len())
+            .map(|i| {
+                assert_eq!(vs.value(i), ids.value(i).to_string(), "rows stay whole");
+                ids.value(i)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_rows_in_range_of_sorted_keys_are_kept_by_binary_search() {
+        // Keys repeat: a file of several sequence numbers per key (level-0 files keep them).
+        let keys = [1, 3, 3, 5, 7, 7, 7, 9];
+        assert_eq!(
+            kept(&filter(Some((7, true)), Some((7, true))), &keys),
+            [7, 7, 7]
+        );
+        assert_eq!(
+            kept(&filter(Some((3, false)), Some((7, false))), &keys),
+            [5]
+        );
+        assert_eq!(
+            kept(&filter(Some((3, true)), None), &keys),
+            [3, 3, 5, 7, 7, 7, 9]
+        );
+        assert_eq!(kept(&filter(None, Some((3, true))), &keys), [1, 3, 3]);
+        assert_eq!(
+            kept(&filter(Some((4, true)), Some((4, true))), &keys),
+            [] as [i64; 0]
+        );
+        assert_eq!(
+            kept(&filter(Some((0, true)), Some((10, true))), &keys),
+            keys
+        );
+        assert_eq!(kept(&filter(Some((10, true)), None), &keys), [] as [i64; 0]);
+        assert_eq!(
+            kept(&filter(Some((9, true)), Some((1, true))), &keys),
+            [] as [i64; 0]
+        );
+        assert_eq!(kept(&filter(Some((7, true)), None), &[]), [] as [i64; 0]);
+    }
+
+    #[test]
+    fn partition_point_counts_the_prefix() {
+        assert_eq!(partition_point(0..0, |_| true), 0);
+        assert_eq!(partition_point(2..6, |i| i < 4), 2);
+        assert_eq!(partition_point(2..6, |_| true), 4);
+        assert_eq!(partition_point(2..6, |_| false), 0);
     }
 }
