@@ -347,6 +347,13 @@ impl SqlEngine {
         sql: &str,
         bound: &[ScalarValue],
     ) -> Result<(StatementKind, SchemaRef, SchemaRef)> {
+        if let Some(shape) = point::known(sql) {
+            if let Some(point) = point::PointQuery::resolve(self, session, &shape).await? {
+                if let Some(params) = point.parameter_schema() {
+                    return Ok((StatementKind::Query, point.schema(), params));
+                }
+            }
+        }
         let stmt = dialect::parse_one(sql)?;
         let kind = classify(&stmt)?;
         if kind == StatementKind::Update {
@@ -356,7 +363,7 @@ impl SqlEngine {
         if let Some(out) = show::metadata_statement(self, session, &stmt).await? {
             return Ok((kind, out.schema, Arc::new(Schema::empty())));
         }
-        if let Some(point) = point::query(self, session, &stmt).await? {
+        if let Some(point) = point::query(self, session, sql, &stmt).await? {
             if let Some(params) = point.parameter_schema() {
                 return Ok((kind, point.schema(), params));
             }
@@ -426,11 +433,16 @@ impl SqlEngine {
         sql: &str,
         params: &[ScalarValue],
     ) -> Result<SqlOutput> {
+        if let Some(shape) = point::known(sql) {
+            if let Some(out) = point::answer_known(self, session, &shape, params).await? {
+                return Ok(out);
+            }
+        }
         let stmt = dialect::parse_one(sql)?;
         let out = match classify(&stmt)? {
             StatementKind::Query => match show::metadata_statement(self, session, &stmt).await? {
                 Some(out) => out,
-                None => match point::answer(self, session, &stmt, params).await? {
+                None => match point::answer(self, session, sql, &stmt, params).await? {
                     Some(out) => out,
                     None => self.query(session, stmt, params).await?,
                 },

@@ -239,29 +239,73 @@ pub(crate) fn key_value(
     (!value.is_null()).then_some(value)
 }
 
-/// `stmt` as a point query by primary key, if it is one.
+/// Statements this long or longer are not remembered by [`known`].
+const MAX_REMEMBERED_SQL: usize = 4096;
+
+/// The shapes of statements seen to be point queries, by their text: a prepared statement's
+/// GetFlightInfo and DoGet, called for every execution, skip parsing. The shape is a pure
+/// function of the text (names are resolved against the caller's catalog afterwards), so one
+/// process-wide map serves every tenant.
+fn shapes() -> &'static moka::sync::Cache<String, Arc<Shape>> {
+    static CACHE: std::sync::OnceLock<moka::sync::Cache<String, Arc<Shape>>> =
+        std::sync::OnceLock::new();
+    CACHE.get_or_init(|| moka::sync::Cache::new(4096))
+}
+
+/// The shape of `sql` if it was seen to be of a point query's shape before.
+pub(super) fn known(sql: &str) -> Option<Arc<Shape>> {
+    shapes().get(sql)
+}
+
+/// `stmt` (the text `sql`) as a point query by primary key, if it is one.
 pub(super) async fn query(
     engine: &super::SqlEngine,
     session: &super::SqlSession,
+    sql: &str,
     stmt: &DFStatement,
 ) -> Result<Option<PointQuery>> {
-    match shape(stmt) {
-        Some(shape) => PointQuery::resolve(engine, session, shape).await,
-        None => Ok(None),
+    let Some(shape) = shape(stmt) else {
+        return Ok(None);
+    };
+    let shape = Arc::new(shape);
+    if sql.len() < MAX_REMEMBERED_SQL {
+        shapes().insert(sql.to_string(), Arc::clone(&shape));
     }
+    PointQuery::resolve(engine, session, &shape).await
 }
 
-/// The rows of a point query read directly (no planning), if `stmt` is one whose key `params`
-/// complete exactly.
+/// The rows of a point query read directly (no planning), if `stmt` (the text `sql`) is one
+/// whose key `params` complete exactly.
 pub(super) async fn answer(
     engine: &super::SqlEngine,
     session: &super::SqlSession,
+    sql: &str,
     stmt: &DFStatement,
     params: &[ScalarValue],
 ) -> Result<Option<super::SqlOutput>> {
-    let Some(point) = query(engine, session, stmt).await? else {
+    let Some(point) = query(engine, session, sql, stmt).await? else {
         return Ok(None);
     };
+    answer_resolved(point, params).await
+}
+
+/// [`answer`] for a statement of a [`known`] shape, without parsing it again.
+pub(super) async fn answer_known(
+    engine: &super::SqlEngine,
+    session: &super::SqlSession,
+    shape: &Shape,
+    params: &[ScalarValue],
+) -> Result<Option<super::SqlOutput>> {
+    let Some(point) = PointQuery::resolve(engine, session, shape).await? else {
+        return Ok(None);
+    };
+    answer_resolved(point, params).await
+}
+
+async fn answer_resolved(
+    point: PointQuery,
+    params: &[ScalarValue],
+) -> Result<Option<super::SqlOutput>> {
     let Some(batches) = point.run(params).await? else {
         return Ok(None);
     };
@@ -291,7 +335,7 @@ impl PointQuery {
     pub(crate) async fn resolve(
         engine: &super::SqlEngine,
         session: &super::SqlSession,
-        shape: Shape,
+        shape: &Shape,
     ) -> Result<Option<Self>> {
         let Ok(id) = engine.identifier(session, &shape.table) else {
             return Ok(None);
@@ -319,13 +363,13 @@ impl PointQuery {
         if keys != primary {
             return Ok(None);
         }
-        let columns = match shape.columns {
+        let columns = match &shape.columns {
             None => schema
                 .fields
                 .iter()
                 .map(|f| (f.name.clone(), f.name.clone()))
                 .collect(),
-            Some(columns) => columns,
+            Some(columns) => columns.clone(),
         };
         // DataFusion refuses two outputs of one name; let it say so.
         let mut names: Vec<&str> = columns.iter().map(|(_, out)| out.as_str()).collect();
@@ -343,7 +387,7 @@ impl PointQuery {
         Ok(Some(Self {
             table,
             columns,
-            key: shape.equalities,
+            key: shape.equalities.clone(),
             schema: Arc::new(Schema::new(fields)),
         }))
     }

@@ -44,6 +44,36 @@ const MAX_SESSIONS: usize = 100_000;
 /// Identifies a token's session: the first 16 bytes of SHA-256 of the token.
 pub type SessionKey = [u8; 16];
 
+/// Verified tokens one server remembers at most ([`Authenticator::verify`]).
+const MAX_VERIFIED: u64 = 10_000;
+
+/// How long a verified token is taken without checking its signature again (never past its
+/// `exp`): what a key's removal from the configuration may lag by, in a server that was not
+/// restarted. Within it a point query's three calls verify the token once instead of three
+/// times (HMAC or RSA, base64 and JSON each).
+const VERIFIED_FOR: Duration = Duration::from_secs(30);
+
+/// Expires a remembered principal [`VERIFIED_FOR`] after it was verified, or a second before
+/// its token does, whichever is first (`exp` counts whole seconds: the second absorbs the
+/// rounding, so no token is taken past its `exp`).
+struct UntilExpiry;
+
+impl moka::Expiry<[u8; 32], Principal> for UntilExpiry {
+    fn expire_after_create(
+        &self,
+        _token: &[u8; 32],
+        principal: &Principal,
+        _now: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(remembered_for(principal.expires_at, token::unix_now()))
+    }
+}
+
+/// How long a principal whose token expires at `exp` is remembered at `now` (unix seconds).
+fn remembered_for(exp: u64, now: u64) -> Duration {
+    Duration::from_secs(exp.saturating_sub(now).saturating_sub(1)).min(VERIFIED_FOR)
+}
+
 /// The caller of one request, resolved by the gate before the request touches anything.
 #[derive(Debug, Clone)]
 pub struct Principal {
@@ -125,6 +155,8 @@ pub struct Authenticator {
     issuers: Vec<issuer::Issuer>,
     tenants: Arc<Tenants>,
     sessions: Mutex<Sessions>,
+    /// Principals of recently verified bearer tokens, by SHA-256 of the token.
+    verified: moka::sync::Cache<[u8; 32], Principal>,
     /// Password checks running at once (each argon2 check holds 19 MiB and a core for tens
     /// of milliseconds).
     logins: tokio::sync::Semaphore,
@@ -175,6 +207,10 @@ impl Authenticator {
             issuers,
             tenants,
             sessions: Mutex::default(),
+            verified: moka::sync::Cache::builder()
+                .max_capacity(MAX_VERIFIED)
+                .expire_after(UntilExpiry)
+                .build(),
             logins: tokio::sync::Semaphore::new(cores.max(2)),
             default_database: "default".into(),
         })
@@ -275,8 +311,29 @@ impl Authenticator {
         })
     }
 
-    /// The principal of a bearer token: one tidelake minted, or an identity provider's.
+    /// The principal of a bearer token: one tidelake minted, or an identity provider's. A token
+    /// verified in the last [`VERIFIED_FOR`] is taken as it was then, up to its `exp`; a
+    /// closed session is refused either way.
     fn verify(&self, token: &str) -> Result<Principal, Status> {
+        let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        let principal = match self.verified.get(&digest) {
+            Some(p) => p,
+            None => {
+                let p = self.verify_signed(token)?;
+                if !remembered_for(p.expires_at, token::unix_now()).is_zero() {
+                    self.verified.insert(digest, p.clone());
+                }
+                p
+            }
+        };
+        if self.lock().revoked.contains_key(&principal.session) {
+            return Err(Refusal("the session was closed").into());
+        }
+        Ok(principal)
+    }
+
+    /// [`Authenticator::verify`] without the remembered tokens and the closed sessions.
+    fn verify_signed(&self, token: &str) -> Result<Principal, Status> {
         #[derive(serde::Deserialize)]
         struct Peek {
             iss: Option<String>,
@@ -326,9 +383,6 @@ impl Authenticator {
                 }
             }
         };
-        if self.lock().revoked.contains_key(&session) {
-            return Err(Refusal("the session was closed").into());
-        }
         Ok(principal)
     }
 
@@ -482,6 +536,37 @@ mod tests {
         assert_eq!(e.message(), "invalid bearer token: the session was closed");
         assert!(a.resolve(None).await.is_err());
         assert!(a.resolve(Some(&header("Token x"))).await.is_err());
+    }
+
+    #[test]
+    fn a_verified_token_is_remembered_for_a_while_and_never_past_its_exp() {
+        assert_eq!(remembered_for(1_000_000, 1_000), VERIFIED_FOR);
+        assert_eq!(remembered_for(1_005, 1_000), Duration::from_secs(4));
+        assert!(remembered_for(1_001, 1_000).is_zero());
+        assert!(remembered_for(1_000, 1_000).is_zero());
+        assert!(
+            remembered_for(990, 1_000).is_zero(),
+            "within a leeway: not remembered"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_remembered_token_does_not_vouch_for_an_altered_one() {
+        let a = authenticator();
+        let token = a.login("bob", "pw1").await.unwrap().minted.unwrap();
+        for _ in 0..2 {
+            let p = a.resolve(Some(&header(&format!("Bearer {token}")))).await;
+            assert_eq!(p.unwrap().principal.subject, "bob");
+        }
+        // The same claims, another signature: not the remembered token.
+        let (signed, sig) = token.rsplit_once('.').unwrap();
+        let flipped = if sig.starts_with('A') { "B" } else { "A" };
+        let forged = format!("{signed}.{flipped}{}", &sig[1..]);
+        let e = a
+            .resolve(Some(&header(&format!("Bearer {forged}"))))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated);
     }
 
     #[tokio::test]
