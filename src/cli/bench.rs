@@ -7,6 +7,9 @@
 //! sum. pypaimon runs `peers_w.py --engine paimon` (insert, upsert, read) and
 //! `bench/pypaimon_append.py` (append ingest) on the same sizes.
 //!
+//! `--point-queries <URL>` runs concurrent point-query clients against a running server instead
+//! ([`super::point_bench`]).
+//!
 //! `--deletion-vectors` measures instead the full scan of a deletion-vector table beside
 //! merge-on-read of the same rows (and what each cost to write).
 
@@ -55,6 +58,8 @@ pub(crate) struct BenchArgs {
     /// files without merging; its writes pay for that with a lookup at each commit).
     #[arg(long)]
     deletion_vectors: bool,
+    #[command(flatten)]
+    point: super::point_bench::PointBenchArgs,
 }
 
 /// splitmix64: a small deterministic generator, enough for benchmark data.
@@ -295,6 +300,9 @@ async fn deletion_vector_scans(args: &BenchArgs) -> Result<()> {
 }
 
 pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
+    if args.point.url.is_some() {
+        return super::point_bench::run(&args.point).await;
+    }
     if args.deletion_vectors {
         return deletion_vector_scans(args).await;
     }

@@ -3,4 +3,5 @@
 pub(crate) mod bench;
 pub(crate) mod input;
 pub(crate) mod output;
+pub(crate) mod point_bench;
 pub(crate) mod progress;
