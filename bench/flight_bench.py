@@ -23,7 +23,9 @@ within each repetition. Measured (workload W's columns: id BIGINT NOT NULL, k BI
                   (prepared once, bind + execute per query), the same with LIMIT 2 (not a point
                   query's shape, so DataFusion plans it: what sql::point saves), through raw
                   pyarrow.flight (GetFlightInfo + DoGet), and from 8 concurrent ADBC clients (bound,
-                  queries/s). No pyarrow-server peer.
+                  queries/s), and from 8 Rust clients making ADBC's calls (`tidelake bench
+                  --point-queries`, 10 s of random existing keys: the server's ceiling, as the Rust
+                  client costs the shared cores little). No pyarrow-server peer.
   doget_parquet   the same scan, the pyarrow peer reading tidelake's Parquet files of that table for
                   each DoGet (pyarrow.dataset, its threads): the same work, decode and send.
   doget_adbc      the same full scan through ADBC (cursor.execute + fetch_record_batch), tidelake only.
@@ -326,9 +328,10 @@ def adbc_sql(conn, sql):
         cur.close()
 
 
-def point_queries(name, conn, peer, table, table_rows, keys, problems, warmup=5, connect=None):
-    """Three client paths over the same keys, then (with `connect`) 8 concurrent clients; returns
-    {path: [latencies s]} (errors reported)."""
+def point_queries(name, conn, peer, table, table_rows, keys, problems, warmup=5, connect=None, rust_client=None):
+    """Three client paths over the same keys, then (with `connect`) 8 concurrent ADBC clients and
+    (with `rust_client`, (binary, port)) 8 Rust clients; returns {path: [latencies s]} (errors
+    reported)."""
     out = {}
 
     def check(tbl, key, where):
@@ -390,7 +393,28 @@ def point_queries(name, conn, peer, table, table_rows, keys, problems, warmup=5,
     pcur.close()
     if connect is not None:
         concurrent_point_queries(name, connect, table, table_rows, keys, problems, check)
+    if rust_client is not None:
+        rust_point_queries(name, rust_client, table, table_rows, problems)
     return out
+
+
+def rust_point_queries(name, rust_client, table, table_rows, problems, clients=8, seconds=10):
+    """`tidelake bench --point-queries`: `clients` Rust Flight SQL clients (arrow-flight's, making
+    ADBC's calls for a bound prepared query) for `seconds`, random existing keys. The client costs
+    little CPU, so this shows the server's ceiling on the shared cores."""
+    binary, port = rust_client
+    path = f"rust flight sql bound ?, {clients} clients"
+    cmd = [binary, "bench", "--point-queries", f"grpc://127.0.0.1:{port}", "--table", f"default.{table}",
+           "--key-below", str(table_rows), "--clients", str(clients), "--seconds", str(seconds), "--user", USER]
+    got = subprocess.run(cmd, env=dict(os.environ, TIDELAKE_PASSWORD=PASSWORD), capture_output=True, text=True)
+    if got.returncode != 0:
+        msg = " ".join(got.stderr.split())[:600]
+        problems.append(f"point query via {path} failed: {msg}")
+        RESULTS.append(dict(bench="flight", op="point_query", peer=name, path=path, error=msg))
+        return
+    rec = dict(json.loads(got.stdout.strip().splitlines()[-1]), peer=name, table_rows=table_rows)
+    RESULTS.append(rec)
+    print("  " + json.dumps(rec), file=sys.stderr, flush=True)
 
 
 def concurrent_point_queries(name, connect, table, table_rows, keys, problems, check, clients=8):
@@ -677,7 +701,8 @@ def main():
                 if phase == "doput_pk_insert" and r == 0 and tl:
                     print(f"# point queries on w_1 ({a.point_rows:,} rows)", file=sys.stderr)
                     point_queries("tidelake", conn, tl, "w_1", a.point_rows, keys, problems,
-                                  connect=lambda: adbc_connect(tl.proc.port))
+                                  connect=lambda: adbc_connect(tl.proc.port),
+                                  rust_client=(a.bin, tl.proc.port))
         if tl:
             exp = a.point_rows + (U - min(U // 2, a.point_rows))
             got = guard("ADBC SELECT count(*) FROM default.w_1", tl,
