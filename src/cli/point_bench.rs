@@ -14,8 +14,15 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{AsArray, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::sql::client::FlightSqlServiceClient;
+use arrow_flight::sql::{
+    ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, Any,
+    CommandPreparedStatementQuery, DoPutPreparedStatementResult, ProstMessageExt,
+};
+use arrow_flight::{Action, FlightData, FlightDescriptor};
 use futures::TryStreamExt;
+use prost::Message;
 
 use crate::anyhow_like::Result;
 
@@ -41,8 +48,22 @@ pub(crate) struct PointBenchArgs {
     user: String,
 }
 
+/// A request carrying the bearer token.
+fn authorized<T>(
+    message: T,
+    bearer: &tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
+) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request
+        .metadata_mut()
+        .insert("authorization", bearer.clone());
+    request
+}
+
 /// One client: a connection, a statement prepared once, queries until `until`; the latency of
-/// each query.
+/// each query. Every response stream is read to its end, as the ADBC driver reads them
+/// (dropping a DoPut's answer after its first message makes the client's HTTP/2 library reset
+/// the stream, and it closes the connection after 1024 such resets).
 async fn client(args: PointBenchArgs, url: String, seed: u64, until: Instant) -> Result<Vec<f64>> {
     let channel = tonic::transport::Endpoint::from_shared(url.replace("grpc://", "http://"))?
         .tcp_nodelay(true)
@@ -51,9 +72,30 @@ async fn client(args: PointBenchArgs, url: String, seed: u64, until: Instant) ->
     let mut sql = FlightSqlServiceClient::new(channel);
     let password = std::env::var("TIDELAKE_PASSWORD").unwrap_or_default();
     sql.handshake(&args.user, &password).await?;
-    let mut prepared = sql
-        .prepare(format!("SELECT * FROM {} WHERE id = ?", args.table), None)
-        .await?;
+    let bearer: tonic::metadata::MetadataValue<_> = format!(
+        "Bearer {}",
+        sql.token().ok_or("the handshake returned no token")?
+    )
+    .parse()?;
+    let create = ActionCreatePreparedStatementRequest {
+        query: format!("SELECT * FROM {} WHERE id = ?", args.table),
+        transaction_id: None,
+    };
+    let action = Action::new("CreatePreparedStatement", create.as_any().encode_to_vec());
+    let mut results = sql
+        .inner_mut()
+        .do_action(authorized(action, &bearer))
+        .await?
+        .into_inner();
+    let created = results
+        .message()
+        .await?
+        .ok_or("CreatePreparedStatement answered nothing")?;
+    while results.message().await?.is_some() {}
+    let created: ActionCreatePreparedStatementResult = Any::decode(created.body)?
+        .unpack()?
+        .ok_or("CreatePreparedStatement answered another message")?;
+    let mut handle = created.prepared_statement_handle;
     let params = Arc::new(Schema::new(vec![Field::new("$1", DataType::Int64, true)]));
     let mut rng = seed | 1;
     let mut latencies = Vec::new();
@@ -65,12 +107,42 @@ async fn client(args: PointBenchArgs, url: String, seed: u64, until: Instant) ->
         rng ^= rng << 17;
         let key = (rng % args.key_below) as i64;
         let start = Instant::now();
+        let query = CommandPreparedStatementQuery {
+            prepared_statement_handle: handle.clone(),
+        };
+        // DoPut of the parameters; the answer may carry a new handle.
         let batch = RecordBatch::try_new(
             Arc::clone(&params),
             vec![Arc::new(Int64Array::from(vec![key]))],
         )?;
-        prepared.set_parameters(batch)?;
-        let info = prepared.execute().await?;
+        let put: Vec<FlightData> = FlightDataEncoderBuilder::new()
+            .with_flight_descriptor(Some(FlightDescriptor::new_cmd(
+                query.as_any().encode_to_vec(),
+            )))
+            .build(futures::stream::iter([Ok(batch)]))
+            .try_collect()
+            .await?;
+        let mut answers = sql
+            .inner_mut()
+            .do_put(authorized(futures::stream::iter(put), &bearer))
+            .await?
+            .into_inner();
+        while let Some(answer) = answers.message().await? {
+            let result = DoPutPreparedStatementResult::decode(answer.app_metadata)?;
+            if let Some(h) = result.prepared_statement_handle {
+                handle = h;
+            }
+        }
+        // GetFlightInfo of the prepared statement, then DoGet of each endpoint.
+        let query = CommandPreparedStatementQuery {
+            prepared_statement_handle: handle.clone(),
+        };
+        let descriptor = FlightDescriptor::new_cmd(query.as_any().encode_to_vec());
+        let info = sql
+            .inner_mut()
+            .get_flight_info(authorized(descriptor, &bearer))
+            .await?
+            .into_inner();
         let mut rows = Vec::new();
         for endpoint in info.endpoint {
             let ticket = endpoint.ticket.ok_or("an endpoint without a ticket")?;
