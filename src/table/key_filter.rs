@@ -66,11 +66,11 @@ impl RowGroupFilter {
                 arrow::compute::SortOptions::default(),
             )
             .with_context(|_| ArrowSnafu { context: context() })?;
-            let before = |i: usize| match (is_lower, inclusive, order(i, 0)) {
-                (_, _, std::cmp::Ordering::Less) => true,
-                (true, false, std::cmp::Ordering::Equal)
-                | (false, true, std::cmp::Ordering::Equal) => true,
-                _ => false,
+            // Rows before the bound: below it, or equal to an exclusive lower bound or an
+            // inclusive upper one.
+            let before = |i: usize| {
+                let o = order(i, 0);
+                o.is_lt() || (o.is_eq() && is_lower != *inclusive)
             };
             let at = rows.start + partition_point(rows.clone(), before);
             rows = if is_lower {
