@@ -783,7 +783,7 @@ def report(a, U, problems):
                 print(f"{r['path']:<34}  FAILED: {r['error'][:120]}")
             else:
                 qps = f"{r['queries_per_s']:,.0f}" if "queries_per_s" in r else "-"
-                print(f"{r['path']:<34}{r['queries']:>8}{r['p50_ms']:>10.2f}{r['p99_ms']:>10.2f}{r['mean_ms']:>10.2f}"
+                print(f"{r['path']:<34}{r['queries']:>8}{r['p50_ms']:>10.2f}{r['p99_ms']:>10.2f}{r.get('mean_ms', float('nan')):>10.2f}"
                       f"{qps:>11}")
     if problems:
         print()

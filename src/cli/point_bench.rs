@@ -206,6 +206,7 @@ pub(crate) async fn run(args: &PointBenchArgs) -> Result<()> {
         "queries_per_s": (every.len() as f64 / wall * 10.0).round() / 10.0,
         "p50_ms": (percentile(&every, 50.0) * 1e6).round() / 1e3,
         "p99_ms": (percentile(&every, 99.0) * 1e6).round() / 1e3,
+        "mean_ms": (every.iter().sum::<f64>() / every.len().max(1) as f64 * 1e6).round() / 1e3,
     });
     println!("{line}");
     Ok(())
