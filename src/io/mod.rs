@@ -226,7 +226,10 @@ impl FileIo {
     /// [`FileIo::read_version`] under it.
     pub async fn version(&self, path: &str) -> Result<Option<String>> {
         if let Some(local) = self.inline_local(path) {
-            return match std::fs::metadata(&local) {
+            let started = std::time::Instant::now();
+            let meta = std::fs::metadata(&local);
+            self.record_inline("head", started);
+            return match meta {
                 Ok(m) if m.is_file() => Ok(Some(local_version(&m))),
                 Ok(_) => Ok(None),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -371,7 +374,8 @@ impl FileIo {
     /// blocking system call instead of through the store: only on a work thread
     /// ([`crate::runtime::on_work_thread`]), where `stat`ing or reading a small metadata file
     /// costs microseconds, while the store's hop to a blocking thread and back costs a point
-    /// query several context switches per file. Counted as a request like the store's.
+    /// query several context switches per file. Callers count the request
+    /// ([`FileIo::record_inline`]) as the store would.
     fn inline_local(&self, path: &str) -> Option<PathBuf> {
         let root = self.local_root.as_ref()?;
         if !crate::runtime::on_work_thread() {
@@ -384,9 +388,15 @@ impl FileIo {
         {
             return None;
         }
+        Some(root.join(relative))
+    }
+
+    /// Counts an inline request ([`FileIo::inline_local`]) where the store's requests are
+    /// counted: this handle's count and `tidelake_object_store_requests_total{op}`.
+    fn record_inline(&self, op: &'static str, started: std::time::Instant) {
         self.requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(root.join(relative))
+        crate::metrics::metrics().store_request(op, started.elapsed());
     }
 
     /// The canonical root of a local warehouse.
@@ -423,8 +433,10 @@ impl FileIo {
 
     pub async fn read(&self, path: &str) -> Result<Bytes> {
         if let Some(local) = self.inline_local(path) {
+            let started = std::time::Instant::now();
             #[allow(clippy::disallowed_methods)] // on a work thread only (see inline_local)
             let read = std::fs::read(&local);
+            self.record_inline("get", started);
             return read.map(Bytes::from).context(LocalIoSnafu {
                 path: path.to_string(),
             });

@@ -47,10 +47,10 @@ pub type SessionKey = [u8; 16];
 /// Verified tokens one server remembers at most ([`Authenticator::verify`]).
 const MAX_VERIFIED: u64 = 10_000;
 
-/// How long a verified token is taken without checking its signature again (never past its
-/// `exp`): what a key's removal from the configuration may lag by, in a server that was not
-/// restarted. Within it a point query's three calls verify the token once instead of three
-/// times (HMAC or RSA, base64 and JSON each).
+/// How long a token this deployment minted is taken without checking its signature again
+/// (never past its `exp`). Within it a point query's three calls verify the token once instead
+/// of three times (HMAC, base64 and JSON each). Identity providers' tokens are checked on every
+/// call, so a key dropped from a JWKS file stops its tokens as soon as the file is re-read.
 const VERIFIED_FOR: Duration = Duration::from_secs(30);
 
 /// Expires a remembered principal [`VERIFIED_FOR`] after it was verified, or a second before
@@ -311,8 +311,8 @@ impl Authenticator {
         })
     }
 
-    /// The principal of a bearer token: one tidelake minted, or an identity provider's. A token
-    /// verified in the last [`VERIFIED_FOR`] is taken as it was then, up to its `exp`; a
+    /// The principal of a bearer token: one tidelake minted, or an identity provider's. A minted
+    /// token verified in the last [`VERIFIED_FOR`] is taken as it was then, up to its `exp`; a
     /// closed session is refused either way.
     fn verify(&self, token: &str) -> Result<Principal, Status> {
         let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
@@ -320,7 +320,11 @@ impl Authenticator {
             Some(p) => p,
             None => {
                 let p = self.verify_signed(token)?;
-                if !remembered_for(p.expires_at, token::unix_now()).is_zero() {
+                // Only tokens this deployment minted: its keys never change while it runs,
+                // while an identity provider's JWKS file may drop a key at any moment.
+                if &*p.issuer == token::MINTED_ISSUER
+                    && !remembered_for(p.expires_at, token::unix_now()).is_zero()
+                {
                     self.verified.insert(digest, p.clone());
                 }
                 p
