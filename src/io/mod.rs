@@ -10,6 +10,7 @@
 //! leave on object stores): they are neither files nor tables.
 
 mod disk_cache;
+mod inline;
 mod metered;
 pub mod s3;
 
@@ -225,18 +226,8 @@ impl FileIo {
     /// reused (a dropped and re-created table's `schema-0`) are read through
     /// [`FileIo::read_version`] under it.
     pub async fn version(&self, path: &str) -> Result<Option<String>> {
-        if let Some(local) = self.inline_local(path) {
-            let started = std::time::Instant::now();
-            let meta = std::fs::metadata(&local);
-            self.record_inline("head", started);
-            return match meta {
-                Ok(m) if m.is_file() => Ok(Some(local_version(&m))),
-                Ok(_) => Ok(None),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(e).context(LocalIoSnafu {
-                    path: path.to_string(),
-                }),
-            };
+        if let Some(version) = self.inline_version(path) {
+            return version;
         }
         let p = Self::store_path(path)?;
         match self.store.head(&p).await {
@@ -358,45 +349,19 @@ impl FileIo {
     /// absolute one, or when the file cannot be opened (the caller then reads through the store,
     /// which reports the error).
     pub fn open_local(&self, path: &str) -> Option<std::fs::File> {
-        let root = self.local_root.as_ref()?;
-        let relative = std::path::Path::new(path);
-        if !relative
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)))
-        {
-            return None;
-        }
         #[allow(clippy::disallowed_methods)] // blocking by contract (see above)
-        std::fs::File::open(root.join(relative)).ok()
+        std::fs::File::open(self.local_path(path)?).ok()
     }
 
-    /// Where `path` is on a local warehouse's disk, when it may be read here and now with a
-    /// blocking system call instead of through the store: only on a work thread
-    /// ([`crate::runtime::on_work_thread`]), where `stat`ing or reading a small metadata file
-    /// costs microseconds, while the store's hop to a blocking thread and back costs a point
-    /// query several context switches per file. Callers count the request
-    /// ([`FileIo::record_inline`]) as the store would.
-    fn inline_local(&self, path: &str) -> Option<PathBuf> {
+    /// Where `path` (relative to the root) is on a local warehouse's disk: `None` on an object
+    /// store, and for a path with `..` or an absolute one.
+    fn local_path(&self, path: &str) -> Option<PathBuf> {
         let root = self.local_root.as_ref()?;
-        if !crate::runtime::on_work_thread() {
-            return None;
-        }
         let relative = std::path::Path::new(path);
-        if !relative
+        relative
             .components()
             .all(|c| matches!(c, std::path::Component::Normal(_)))
-        {
-            return None;
-        }
-        Some(root.join(relative))
-    }
-
-    /// Counts an inline request ([`FileIo::inline_local`]) where the store's requests are
-    /// counted: this handle's count and `tidelake_object_store_requests_total{op}`.
-    fn record_inline(&self, op: &'static str, started: std::time::Instant) {
-        self.requests
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        crate::metrics::metrics().store_request(op, started.elapsed());
+            .then(|| root.join(relative))
     }
 
     /// The canonical root of a local warehouse.
@@ -432,14 +397,8 @@ impl FileIo {
     }
 
     pub async fn read(&self, path: &str) -> Result<Bytes> {
-        if let Some(local) = self.inline_local(path) {
-            let started = std::time::Instant::now();
-            #[allow(clippy::disallowed_methods)] // on a work thread only (see inline_local)
-            let read = std::fs::read(&local);
-            self.record_inline("get", started);
-            return read.map(Bytes::from).context(LocalIoSnafu {
-                path: path.to_string(),
-            });
+        if let Some(read) = self.inline_read(path) {
+            return read;
         }
         let p = Self::store_path(path)?;
         let got = self.store.get(&p).await.context(StorageSnafu { path })?;
@@ -601,24 +560,6 @@ impl FileIo {
 /// Fault injection for crash tests: with `TIDELAKE_CRASH_AFTER_PUTS=N` in the environment the
 /// process exits at once (status 137, no unwinding and none of tidelake's cleanup, like a kill)
 /// when it is about to make its put number N+1. Unset, this costs one `OnceLock` read per put.
-/// [`FileIo::version`] of a local file from its metadata: the string the local store's HEAD
-/// gives (size, modification millis, and its ETag of inode, modification micros and size), so
-/// a version seen either way names the same cache entry.
-fn local_version(m: &std::fs::Metadata) -> String {
-    let modified = m
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .unwrap_or_default();
-    let inode = std::os::unix::fs::MetadataExt::ino(m);
-    let size = m.len();
-    format!(
-        "{size}:{}:{inode:x}-{:x}-{size:x}",
-        modified.as_millis(),
-        modified.as_micros()
-    )
-}
-
 fn crash_point() {
     use std::sync::atomic::{AtomicI64, Ordering};
     use std::sync::OnceLock;
@@ -745,47 +686,6 @@ fn durable_local_put(target: &std::path::Path, data: &[u8], create: bool) -> std
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn a_work_thread_reads_local_files_inline_as_the_store_would() {
-        let dir = tempfile::tempdir().unwrap();
-        let io = FileIo::open(dir.path().to_str().unwrap()).unwrap();
-        io.write("t/snapshot/LATEST", Bytes::from_static(b"7"))
-            .await
-            .unwrap();
-        let through_store = (
-            io.version("t/snapshot/LATEST").await.unwrap(),
-            io.version("t/snapshot/snapshot-8").await.unwrap(),
-            io.version("t/snapshot").await.unwrap(),
-        );
-        let before = io.requests();
-        let pool = crate::runtime::WorkPool::default();
-        let inline = {
-            let io = io.clone();
-            pool.run(
-                None,
-                async move {
-                    assert!(crate::runtime::on_work_thread());
-                    let v = (
-                        io.version("t/snapshot/LATEST").await?,
-                        io.version("t/snapshot/snapshot-8").await?,
-                        io.version("t/snapshot").await?,
-                    );
-                    let read = io.read("t/snapshot/LATEST").await?;
-                    let missing = io.read("t/snapshot/snapshot-8").await.map_err(|e| e.kind());
-                    Ok((v, read, missing))
-                },
-                |p| crate::error::of_kind(crate::error::ErrorKind::Internal, p.to_string()),
-            )
-            .await
-            .unwrap()
-        };
-        assert!(through_store.0.is_some());
-        assert_eq!(inline.0, through_store, "one version string either way");
-        assert_eq!(inline.1, Bytes::from_static(b"7"));
-        assert_eq!(inline.2, Err(crate::error::ErrorKind::NotFound));
-        assert_eq!(io.requests() - before, 5, "inline reads count as requests");
-    }
 
     #[test]
     fn directory_markers_are_not_files() {

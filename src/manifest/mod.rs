@@ -24,30 +24,27 @@ use crate::spec::manifest::{
 };
 use crate::spec::{DataType, Snapshot};
 
-/// Decoded manifests of every warehouse this process reads, by storage handle and path, weighed
-/// by an estimate of their size in memory (256 MiB in all).
-fn decoded_manifests() -> &'static moka::sync::Cache<String, Arc<Vec<ManifestEntry>>> {
-    static CACHE: std::sync::OnceLock<moka::sync::Cache<String, Arc<Vec<ManifestEntry>>>> =
-        std::sync::OnceLock::new();
-    CACHE.get_or_init(|| {
-        moka::sync::Cache::builder()
-            .weigher(|_, entries: &Arc<Vec<ManifestEntry>>| entries_weight(entries))
-            .max_capacity(256 << 20)
-            .build()
-    })
+/// A process-wide cache of manifest entries, weighed by [`entries_weight`], of `bytes` in all.
+type EntriesCache = moka::sync::Cache<String, Arc<Vec<ManifestEntry>>>;
+
+fn entries_cache(bytes: u64) -> EntriesCache {
+    moka::sync::Cache::builder()
+        .weigher(|_, entries: &Arc<Vec<ManifestEntry>>| entries_weight(entries))
+        .max_capacity(bytes)
+        .build()
+}
+
+/// Decoded manifests of every warehouse this process reads, by storage handle and path (256 MiB).
+fn decoded_manifests() -> &'static EntriesCache {
+    static CACHE: std::sync::OnceLock<EntriesCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| entries_cache(256 << 20))
 }
 
 /// The folded live files of recent snapshots (the last few per table matter: readers plan
-/// against the latest), weighed like [`decoded_manifests`] (64 MiB in all).
-fn live_files() -> &'static moka::sync::Cache<String, Arc<Vec<ManifestEntry>>> {
-    static CACHE: std::sync::OnceLock<moka::sync::Cache<String, Arc<Vec<ManifestEntry>>>> =
-        std::sync::OnceLock::new();
-    CACHE.get_or_init(|| {
-        moka::sync::Cache::builder()
-            .weigher(|_, entries: &Arc<Vec<ManifestEntry>>| entries_weight(entries))
-            .max_capacity(64 << 20)
-            .build()
-    })
+/// against the latest), 64 MiB.
+fn live_files() -> &'static EntriesCache {
+    static CACHE: std::sync::OnceLock<EntriesCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| entries_cache(64 << 20))
 }
 
 /// An estimate of the memory `entries` take, for the caches' weighers.

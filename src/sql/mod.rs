@@ -347,12 +347,8 @@ impl SqlEngine {
         sql: &str,
         bound: &[ScalarValue],
     ) -> Result<(StatementKind, SchemaRef, SchemaRef)> {
-        if let Some(shape) = point::known(sql) {
-            if let Some(point) = point::PointQuery::resolve(self, session, &shape).await? {
-                if let Some(params) = point.parameter_schema() {
-                    return Ok((StatementKind::Query, point.schema(), params));
-                }
-            }
+        if let Some((schema, params)) = point::describe_known(self, session, sql).await? {
+            return Ok((StatementKind::Query, schema, params));
         }
         let stmt = dialect::parse_one(sql)?;
         let kind = classify(&stmt)?;
@@ -433,10 +429,8 @@ impl SqlEngine {
         sql: &str,
         params: &[ScalarValue],
     ) -> Result<SqlOutput> {
-        if let Some(shape) = point::known(sql) {
-            if let Some(out) = point::answer_known(self, session, &shape, params).await? {
-                return Ok(out);
-            }
+        if let Some(out) = point::answer_known(self, session, sql, params).await? {
+            return Ok(out);
         }
         let stmt = dialect::parse_one(sql)?;
         let out = match classify(&stmt)? {

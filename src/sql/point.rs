@@ -239,10 +239,11 @@ pub(crate) fn key_value(
     (!value.is_null()).then_some(value)
 }
 
-/// Statements this long or longer are not remembered by [`known`].
+/// Statements this long or longer are not remembered in [`shapes`].
 const MAX_REMEMBERED_SQL: usize = 4096;
 
-/// The shapes of statements seen to be point queries, by their text: a prepared statement's
+/// The shapes of statements seen to be point queries, by their text ([`describe_known`],
+/// [`answer_known`]): a prepared statement's
 /// GetFlightInfo and DoGet, called for every execution, skip parsing. The shape is a pure
 /// function of the text (names are resolved against the caller's catalog afterwards), so one
 /// process-wide map serves every tenant.
@@ -252,9 +253,19 @@ fn shapes() -> &'static moka::sync::Cache<String, Arc<Shape>> {
     CACHE.get_or_init(|| moka::sync::Cache::new(4096))
 }
 
-/// The shape of `sql` if it was seen to be of a point query's shape before.
-pub(super) fn known(sql: &str) -> Option<Arc<Shape>> {
-    shapes().get(sql)
+/// The result and parameter schemas of `sql` if it was seen to be of a point query's shape
+/// before and is a point query of the caller's table, without parsing it again.
+pub(super) async fn describe_known(
+    engine: &super::SqlEngine,
+    session: &super::SqlSession,
+    sql: &str,
+) -> Result<Option<(SchemaRef, SchemaRef)>> {
+    let Some(shape) = shapes().get(sql) else {
+        return Ok(None);
+    };
+    Ok(PointQuery::resolve(engine, session, &shape)
+        .await?
+        .and_then(|point| Some((point.schema(), point.parameter_schema()?))))
 }
 
 /// `stmt` (the text `sql`) as a point query by primary key, if it is one.
@@ -289,14 +300,18 @@ pub(super) async fn answer(
     answer_resolved(point, params).await
 }
 
-/// [`answer`] for a statement of a [`known`] shape, without parsing it again.
+/// [`answer`] for a statement seen to be of a point query's shape before, without parsing it
+/// again.
 pub(super) async fn answer_known(
     engine: &super::SqlEngine,
     session: &super::SqlSession,
-    shape: &Shape,
+    sql: &str,
     params: &[ScalarValue],
 ) -> Result<Option<super::SqlOutput>> {
-    let Some(point) = PointQuery::resolve(engine, session, shape).await? else {
+    let Some(shape) = shapes().get(sql) else {
+        return Ok(None);
+    };
+    let Some(point) = PointQuery::resolve(engine, session, &shape).await? else {
         return Ok(None);
     };
     answer_resolved(point, params).await
