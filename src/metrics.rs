@@ -38,6 +38,9 @@ pub struct Metrics {
     /// Compactions run (their outputs written), and how long each took.
     pub compactions: Counter,
     pub compaction_seconds: Histogram,
+    /// Lookup files compactions used, `kept` (on local disk, mapped) or `built` from the data
+    /// file: see `table::lookup`.
+    pub lookup_files: Family<Label, Counter>,
     /// The most sorted runs in one bucket, among the buckets the latest write or compaction
     /// touched (what a write stall is decided on).
     pub sorted_runs_max: Gauge,
@@ -87,6 +90,7 @@ impl Metrics {
             bytes_read: Counter::default(),
             compactions: Counter::default(),
             compaction_seconds: latency(),
+            lookup_files: Family::default(),
             sorted_runs_max: Gauge::default(),
             write_stalls: Counter::default(),
             subscriptions: Gauge::default(),
@@ -153,6 +157,11 @@ impl Metrics {
             "compaction_duration_seconds",
             "Compaction time, reading inputs to writing outputs",
             m.compaction_seconds.clone(),
+        );
+        r.register(
+            "lookup_files",
+            "Lookup files compactions used, by source (kept, built)",
+            m.lookup_files.clone(),
         );
         r.register(
             "sorted_runs_max",

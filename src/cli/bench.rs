@@ -26,6 +26,14 @@ use tidelake::{Catalog, Identifier, TableDefinition};
 
 use crate::anyhow_like::Result;
 
+/// `KEY=VALUE` of `--option`.
+fn parse_option(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 5_000_000)]
@@ -58,6 +66,10 @@ pub(crate) struct BenchArgs {
     /// files without merging; its writes pay for that with a lookup at each commit).
     #[arg(long)]
     deletion_vectors: bool,
+    /// A table option of the primary-key table, as KEY=VALUE (repeatable), e.g.
+    /// `--option changelog-producer=lookup` or `--option deletion-vectors.enabled=true`.
+    #[arg(long = "option", value_name = "KEY=VALUE", value_parser = parse_option)]
+    options: Vec<(String, String)>,
     #[command(flatten)]
     point: super::point_bench::PointBenchArgs,
 }
@@ -355,6 +367,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
     if args.write_only {
         opts.insert("write-only".to_string(), "true".to_string());
     }
+    opts.extend(args.options.iter().cloned());
     let pk = pk_table(&catalog, "pk_w", opts).await?;
     let mut perm: Vec<i64> = (0..n as i64).collect();
     for i in (1..perm.len()).rev() {

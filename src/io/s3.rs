@@ -56,6 +56,13 @@ pub struct StorageOptions {
     pub data_cache_dir: Option<String>,
     /// Its bound (default 1024).
     pub data_cache_mb: Option<u64>,
+    /// Where compactions keep lookup files (`table::lookup`: the rows of the levels above 0,
+    /// decoded, for the `lookup` changelog producer and deletion vectors), in a subdirectory
+    /// `lookup-PID` of their own; default: `tidelake-lookup` under the system's temporary
+    /// directory.
+    pub lookup_dir: Option<String>,
+    /// The bound of the process's lookup files (default 8192).
+    pub lookup_disk_mb: Option<u64>,
 }
 
 /// Where an `s3://` warehouse is: its bucket and the key prefix (no leading or trailing `/`).

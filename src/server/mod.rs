@@ -187,6 +187,7 @@ impl ServerConfig {
         config.auth.signing_key_file = config.auth.signing_key_file.map(|f| relative_to(base, &f));
         config.storage.data_cache_dir =
             config.storage.data_cache_dir.map(|d| relative_to(base, &d));
+        config.storage.lookup_dir = config.storage.lookup_dir.map(|d| relative_to(base, &d));
         if let Some(a) = &mut config.audit {
             a.file = relative_to(base, &a.file);
         }
@@ -502,6 +503,14 @@ async fn open(options: &ServeOptions) -> Result<(Arc<auth::Authenticator>, audit
         Some(f) => audit::Audit::to_file(f)?,
         None => audit::Audit::to_log(),
     };
+    let s = &options.storage;
+    crate::table::lookup::configure(crate::table::lookup::LookupLimits {
+        dir: s.lookup_dir.as_ref().map(std::path::PathBuf::from),
+        disk_bytes: s
+            .lookup_disk_mb
+            .unwrap_or(crate::table::lookup::DEFAULT_LOOKUP_DISK_MB)
+            << 20,
+    });
     let mut tenants = tenant::Tenants::open(
         &options.tenants,
         &options.warehouse,

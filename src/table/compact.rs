@@ -11,6 +11,7 @@
 //! Merged records keep their sequence numbers; retractions are dropped only when nothing older
 //! can lie below the output level. Append tables concatenate small files in sequence order.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -19,6 +20,7 @@ use snafu::ResultExt;
 
 use super::data_file::{self, RunFile};
 use super::deletion_vectors::{BucketVectors, Marks, OldCopies};
+use super::lookup::{self, LookupSource};
 use super::progress::Operation;
 use super::write::CommitMessage;
 use super::Table;
@@ -464,23 +466,59 @@ pub(crate) async fn rewrite(
         }
     }
     let max_level = picker_options(&layout.options).max_level;
+    // The runs above level 0 that the compaction only looks keys up in are read through the
+    // lookup index: only the rows with a key of a level-0 input, found by binary search.
+    let lookup = (pk && !lookup_files.is_empty()).then(|| LookupSource {
+        handle: handle.clone(),
+        io: io.clone(),
+        schema: Arc::clone(&layout.file_schema),
+        positioned: data_file::with_position_column(&layout.file_schema),
+    });
     let task = move || -> Result<Rewritten> {
         let mut outputs = outputs;
         let mut changelog_outputs = changelog_outputs;
         let schema = Arc::clone(&layout.file_schema);
         let positioned = data_file::with_position_column(&schema);
-        let streams: Vec<RunStream> = runs
-            .into_iter()
-            .map(|files| {
-                data_file::vector_run_stream(
-                    handle.clone(),
-                    io.clone(),
-                    Arc::clone(&schema),
-                    Arc::clone(&positioned),
-                    files,
-                )
-            })
-            .collect();
+        let read = |files: Vec<RunFile>| {
+            data_file::vector_run_stream(
+                handle.clone(),
+                io.clone(),
+                Arc::clone(&schema),
+                Arc::clone(&positioned),
+                files,
+            )
+        };
+        let streams: Vec<RunStream> = match &lookup {
+            None => runs.into_iter().map(read).collect(),
+            Some(source) => {
+                // Level-0 inputs are read first: their keys are what is looked up.
+                let mut level0: HashMap<usize, Vec<RecordBatch>> = HashMap::new();
+                let mut rest: Vec<(usize, Vec<RunFile>)> = Vec::new();
+                for (i, files) in runs.into_iter().enumerate() {
+                    if i < input_runs && run_levels.get(i) == Some(&0) {
+                        level0.insert(i, read(files).collect::<Result<Vec<_>>>()?);
+                    } else {
+                        rest.push((i, files));
+                    }
+                }
+                let all: Vec<RecordBatch> = level0.values().flatten().cloned().collect();
+                let keys = Arc::new(lookup::distinct_keys(&all, layout.key_types.len())?);
+                let mut streams: Vec<(usize, RunStream)> = level0
+                    .into_iter()
+                    .map(|(i, b)| (i, Box::new(b.into_iter().map(Ok)) as RunStream))
+                    .collect();
+                for (i, files) in rest {
+                    let stream = if i >= input_runs {
+                        source.run_stream(files, Arc::clone(&keys))
+                    } else {
+                        read(files)
+                    };
+                    streams.push((i, stream));
+                }
+                streams.sort_by_key(|(i, _)| *i);
+                streams.into_iter().map(|(_, s)| s).collect()
+            }
+        };
         if !pk {
             // Append inputs are given in sequence order; keep it.
             for b in streams.into_iter().flatten() {

@@ -16,6 +16,7 @@ pub(crate) mod deletion_vectors;
 pub(crate) mod evolution;
 pub(crate) mod key_filter;
 pub mod lifecycle;
+pub mod lookup;
 pub mod maintenance;
 pub(crate) mod page_cache;
 pub(crate) mod postpone;

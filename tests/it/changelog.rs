@@ -865,3 +865,162 @@ async fn decoupled_changelogs_outlive_snapshots_and_expire_on_their_own() {
         assert_eq!(read_from(5).await.unwrap(), vec![5, 6]);
     }
 }
+
+/// The changelog rows of snapshot `id` alone (schema announcements left out).
+async fn snapshot_changes(table: &Table, id: i64) -> Vec<Vec<Value>> {
+    let opts = StreamOptions {
+        start: StartMode::FromSnapshot(id),
+        end_snapshot: Some(id),
+        ..Default::default()
+    };
+    let mut sub = Subscription::start(table.clone(), opts, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(e) = sub.next().await {
+        if let ChangeEvent::Rows { batch, .. } = e.unwrap() {
+            got.extend(rows(&[batch]));
+        }
+    }
+    got
+}
+
+/// The `lookup` producer finds the before images in lookup files (`table::lookup`): a lookup file
+/// is built once and kept for the next commits; after a column is added, the rows written before
+/// are looked up in the new layout (the new column null in the before image).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookup_files_serve_later_commits_and_follow_a_schema_change() {
+    use tidelake::schema::change::SchemaChange;
+    let s = Scratch::new();
+    let table = s
+        .create(
+            "db.t",
+            "id BIGINT NOT NULL, n BIGINT, s STRING",
+            &["id"],
+            &[],
+            &[("bucket", "1"), ("changelog-producer", "lookup")],
+        )
+        .await;
+    let lookups = |source: &'static str| {
+        tidelake::metrics::metrics()
+            .lookup_files
+            .get_or_create(&[("source", source)])
+            .get()
+    };
+    let write = |t: &Table, b: RecordBatch| {
+        let t = t.clone();
+        async move {
+            t.write_batches(
+                &[b],
+                WriteOptions {
+                    row_kind_column: Some("op".into()),
+                },
+                None,
+            )
+            .await
+            .unwrap();
+        }
+    };
+    // Snapshot 1 (and its compaction into the max level): 200 keys.
+    let first: Vec<(&str, Row)> = (0..200)
+        .map(|i| ("+I", (i, Some(i), Some("a".to_string()))))
+        .collect();
+    write(&table, batch(&first)).await;
+    // Each later commit looks its keys up in the max level's file: built once, then kept.
+    let built = lookups("built");
+    write(&table, batch(&[("+I", (5, Some(50), Some("b".into())))])).await;
+    assert!(
+        lookups("built") > built,
+        "the first lookup builds a lookup file"
+    );
+    let kept = lookups("kept");
+    write(&table, batch(&[("+I", (150, Some(1500), None))])).await;
+    assert!(
+        lookups("kept") > kept,
+        "the next commit uses the kept lookup file"
+    );
+    let latest = table.snapshot_manager().latest_id().await.unwrap().unwrap();
+    assert_eq!(
+        snapshot_changes(&table, latest).await,
+        vec![
+            vec![Value::from("-U"), 150.into(), 150.into(), "a".into()],
+            vec![Value::from("+U"), 150.into(), 1500.into(), Value::Null],
+        ]
+    );
+    // A new column: old rows are looked up in the new layout.
+    let id = tidelake::Identifier::parse("db.t").unwrap();
+    let altered = s
+        .catalog
+        .alter_table(
+            &id,
+            &[SchemaChange::AddColumn {
+                name: "x".into(),
+                data_type: "INT".parse().unwrap(),
+                comment: None,
+                position: None,
+            }],
+        )
+        .await
+        .unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("op", DataType::Utf8, false),
+        Field::new("id", DataType::Int64, false),
+        Field::new("n", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+        Field::new("x", DataType::Int32, true),
+    ]));
+    let b = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(vec!["+I", "+I"])),
+            Arc::new(Int64Array::from(vec![7, 5])),
+            Arc::new(Int64Array::from(vec![70, 500])),
+            Arc::new(StringArray::from(vec![Some("c"), None])),
+            Arc::new(arrow::array::Int32Array::from(vec![7, 5])),
+        ],
+    )
+    .unwrap();
+    write(&altered, b).await;
+    let latest = altered
+        .snapshot_manager()
+        .latest_id()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        snapshot_changes(&altered, latest).await,
+        vec![
+            vec![
+                Value::from("-U"),
+                5.into(),
+                50.into(),
+                "b".into(),
+                Value::Null
+            ],
+            vec![
+                Value::from("+U"),
+                5.into(),
+                500.into(),
+                Value::Null,
+                5.into()
+            ],
+            vec![
+                Value::from("-U"),
+                7.into(),
+                7.into(),
+                "a".into(),
+                Value::Null
+            ],
+            vec![Value::from("+U"), 7.into(), 70.into(), "c".into(), 7.into()],
+        ]
+    );
+    let mut all = rows(
+        &altered
+            .read_all(SnapshotSelector::Latest, None)
+            .await
+            .unwrap(),
+    );
+    all.sort_by_key(|r| r[0].as_i64());
+    assert_eq!(all.len(), 200);
+    assert_eq!(all[5], vec![5.into(), 500.into(), Value::Null, 5.into()]);
+}
