@@ -66,6 +66,12 @@ pub(crate) struct BenchArgs {
     /// files without merging; its writes pay for that with a lookup at each commit).
     #[arg(long)]
     deletion_vectors: bool,
+    /// Write the primary-key table's inserts and upserts as one long-lived stream (one writer,
+    /// a commit every `batch` rows, compaction in the background as a CDC stream does; the
+    /// last commit waits for a compaction round and is timed) instead of one batch job per
+    /// commit that waits for its compaction round.
+    #[arg(long)]
+    streaming: bool,
     /// A table option of the primary-key table, as KEY=VALUE (repeatable), e.g.
     /// `--option changelog-producer=lookup` or `--option deletion-vectors.enabled=true`.
     #[arg(long = "option", value_name = "KEY=VALUE", value_parser = parse_option)]
@@ -167,6 +173,76 @@ fn emit(
     }
     println!("{}", serde_json::to_string(&m).unwrap_or_default());
     m
+}
+
+/// How workload W's primary-key writes are committed: one batch job per commit (which waits for
+/// its compaction round), or one long-lived writer committing every batch (`--streaming`).
+enum PkWriter {
+    Jobs(tidelake::Table),
+    Stream {
+        write: tidelake::table::write::TableWrite,
+        commit: tidelake::table::commit::TableCommit,
+        next: i64,
+    },
+}
+
+impl PkWriter {
+    fn new(table: &tidelake::Table, streaming: bool) -> Result<Self> {
+        Ok(if streaming {
+            Self::Stream {
+                write: table.new_write(WriteOptions::default())?,
+                commit: table.new_commit("bench-stream"),
+                next: 1,
+            }
+        } else {
+            Self::Jobs(table.clone())
+        })
+    }
+
+    /// Writes and commits `b`.
+    async fn commit(&mut self, b: RecordBatch) -> Result<()> {
+        match self {
+            Self::Jobs(t) => {
+                t.write_batches(&[b], WriteOptions::default(), None).await?;
+            }
+            Self::Stream {
+                write,
+                commit,
+                next,
+            } => {
+                write.write(&b).await?;
+                let messages = write.prepare_commit().await?;
+                commit.commit(messages, *next, None).await?;
+                *next += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A stream's last commit waits for a compaction round (what the background was still doing
+    /// is part of the cost); batch jobs already did.
+    async fn settle(&mut self) -> Result<()> {
+        if let Self::Stream {
+            write,
+            commit,
+            next,
+        } = self
+        {
+            write.set_wait_compaction(true);
+            let messages = write.prepare_commit().await?;
+            commit.commit(messages, *next, None).await?;
+            *next += 1;
+            write.set_wait_compaction(false);
+        }
+        Ok(())
+    }
+
+    async fn close(self) -> Result<()> {
+        if let Self::Stream { write, .. } = self {
+            write.close().await?;
+        }
+        Ok(())
+    }
 }
 
 /// The primary-key table `bench.<name>` of workload W (`id BIGINT, k BIGINT, v DOUBLE, s STRING`).
@@ -375,6 +451,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         perm.swap(i, j);
     }
     let mut next_new = n as i64;
+    let mut writer = PkWriter::new(&pk, args.streaming)?;
     let (mut gen, t0) = (0f64, Instant::now());
     let mut inserted = 0usize;
     let mut probes: Vec<(usize, f64)> = Vec::new();
@@ -382,8 +459,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         let g = Instant::now();
         let b = make_batch(&mut rng, chunk, &mut truth)?;
         gen += g.elapsed().as_secs_f64();
-        pk.write_batches(&[b], WriteOptions::default(), None)
-            .await?;
+        writer.commit(b).await?;
         inserted += chunk.len();
         // Cost per upsert as the table grows: probe at 1/5 and 4/5 of the inserts.
         for mark in [n / 5, 4 * n / 5] {
@@ -393,8 +469,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
                 for _ in 0..PROBE_BATCHES {
                     let (b, _) = upsert_batch(&mut rng, &mut next_new, args.batch, &mut truth)?;
                     let w0 = Instant::now();
-                    pk.write_batches(&[b], WriteOptions::default(), None)
-                        .await?;
+                    writer.commit(b).await?;
                     secs += w0.elapsed().as_secs_f64();
                 }
                 probes.push((inserted, secs / (PROBE_BATCHES * args.batch) as f64 * 1e6));
@@ -403,6 +478,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
             }
         }
     }
+    writer.settle().await?;
     let wall = t0.elapsed().as_secs_f64() - gen;
     ours.insert("insert".into(), n as f64 / wall);
     for (existing, us) in &probes {
@@ -431,10 +507,11 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
         let m = args.batch.min(u - done);
         let (b, g) = upsert_batch(&mut rng, &mut next_new, m, &mut truth)?;
         gen += g;
-        pk.write_batches(&[b], WriteOptions::default(), None)
-            .await?;
+        writer.commit(b).await?;
         done += m;
     }
+    writer.settle().await?;
+    writer.close().await?;
     let wall = t0.elapsed().as_secs_f64() - gen;
     ours.insert("upsert".into(), u as f64 / wall);
     emit(
