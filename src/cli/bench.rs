@@ -180,7 +180,7 @@ fn emit(
 enum PkWriter {
     Jobs(tidelake::Table),
     Stream {
-        write: tidelake::table::write::TableWrite,
+        write: Box<tidelake::table::write::TableWrite>,
         commit: tidelake::table::commit::TableCommit,
         next: i64,
     },
@@ -190,7 +190,7 @@ impl PkWriter {
     fn new(table: &tidelake::Table, streaming: bool) -> Result<Self> {
         Ok(if streaming {
             Self::Stream {
-                write: table.new_write(WriteOptions::default())?,
+                write: Box::new(table.new_write(WriteOptions::default())?),
                 commit: table.new_commit("bench-stream"),
                 next: 1,
             }
