@@ -153,7 +153,9 @@ fn sort_by_int_key(keys: &[i64], seq: &[i64]) -> (Vec<u32>, Vec<usize>) {
     let mut order: Vec<(i64, i64, u32)> = (0..keys.len())
         .map(|i| (keys[i], seq[i], i as u32))
         .collect();
-    order.sort_unstable();
+    // Stable sort (driftsort) finds the ascending runs the input is made of (each sorted run's
+    // slice, concatenated) and merges them: O(n log runs) for a merge of sorted runs.
+    order.sort();
     let mut ends = Vec::new();
     for i in 1..order.len() {
         if order[i].0 != order[i - 1].0 {
@@ -187,7 +189,9 @@ fn sort_by_rows(
         )?)
     };
     let mut idx: Vec<u32> = (0..batch.num_rows() as u32).collect();
-    idx.sort_unstable_by(|&a, &b| {
+    // Stable, as above: the runs' slices are ascending already, and equal records keep their
+    // order.
+    idx.sort_by(|&a, &b| {
         let (a, b) = (a as usize, b as usize);
         keys.row(a)
             .cmp(&keys.row(b))
