@@ -113,7 +113,25 @@ impl Store {
             }
         }
         let _ = std::fs::remove_dir_all(dir);
-        std::fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(parent)?;
+        // Lookup files hold table rows: only this user may list or read them (the parent may be
+        // a shared temporary directory).
+        {
+            use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+            std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+            // A parent of another user (or a link) could have our directory swapped for theirs.
+            let (p, d) = (
+                std::fs::symlink_metadata(parent)?,
+                std::fs::symlink_metadata(dir)?,
+            );
+            if p.file_type().is_symlink() || p.uid() != d.uid() {
+                let _ = std::fs::remove_dir(dir);
+                return Err(std::io::Error::other(format!(
+                    "{} is a link or belongs to another user",
+                    parent.display()
+                )));
+            }
+        }
         let evict_dir = dir.to_path_buf();
         let files = moka::sync::Cache::builder()
             .max_capacity(capacity)
@@ -501,6 +519,31 @@ mod tests {
         for cut in [0, 5, bytes.len() / 2, bytes.len() - 1] {
             assert!(from_ipc(Buffer::from(bytes[..cut].to_vec()), rows.schema_ref()).is_err());
         }
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn the_store_is_private_keeps_mapped_files_and_clears_left_overs() {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = tempfile::tempdir().unwrap();
+        // Above Linux's largest pid: a process that is gone.
+        let gone = parent.path().join("lookup-4194305");
+        std::fs::create_dir_all(&gone).unwrap();
+        std::fs::write(gone.join("f"), b"old rows").unwrap();
+        let dir = parent.path().join(format!("lookup-{}", std::process::id()));
+        let store = Store::open(parent.path(), &dir, 1 << 20).unwrap();
+        assert!(!gone.exists());
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let rows = batch(&[1, 2, 3], &["a", "b", "c"]);
+        let kept = store.keep("k", &rows).unwrap();
+        assert_eq!(*kept, rows);
+        assert_eq!(*store.files.get("k").unwrap().rows, rows);
+        assert!(dir.join("k").exists());
+        // A parent that is a link is refused (lookups then rebuild instead).
+        let link = parent.path().join("link");
+        std::os::unix::fs::symlink(parent.path(), &link).unwrap();
+        assert!(Store::open(&link, &link.join("lookup-1"), 1 << 20).is_err());
     }
 
     #[test]
