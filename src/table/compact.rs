@@ -11,7 +11,6 @@
 //! Merged records keep their sequence numbers; retractions are dropped only when nothing older
 //! can lie below the output level. Append tables concatenate small files in sequence order.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -492,31 +491,34 @@ pub(crate) async fn rewrite(
             None => runs.into_iter().map(read).collect(),
             Some(source) => {
                 // Level-0 inputs are read first: their keys are what is looked up.
-                let mut level0: HashMap<usize, Vec<RecordBatch>> = HashMap::new();
-                let mut rest: Vec<(usize, Vec<RunFile>)> = Vec::new();
-                for (i, files) in runs.into_iter().enumerate() {
-                    if i < input_runs && run_levels.get(i) == Some(&0) {
-                        level0.insert(i, read(files).collect::<Result<Vec<_>>>()?);
-                    } else {
-                        rest.push((i, files));
-                    }
-                }
-                let all: Vec<RecordBatch> = level0.values().flatten().cloned().collect();
-                let keys = Arc::new(lookup::distinct_keys(&all, layout.key_types.len())?);
-                let mut streams: Vec<(usize, RunStream)> = level0
+                let loaded: Vec<std::result::Result<Vec<RecordBatch>, Vec<RunFile>>> = runs
                     .into_iter()
-                    .map(|(i, b)| (i, Box::new(b.into_iter().map(Ok)) as RunStream))
+                    .enumerate()
+                    .map(|(i, files)| {
+                        if i < input_runs && run_levels.get(i) == Some(&0) {
+                            read(files).collect::<Result<Vec<_>>>().map(Ok)
+                        } else {
+                            Ok(Err(files))
+                        }
+                    })
+                    .collect::<Result<_>>()?;
+                let level0: Vec<RecordBatch> = loaded
+                    .iter()
+                    .flat_map(|r| r.iter().flatten())
+                    .cloned()
                     .collect();
-                for (i, files) in rest {
-                    let stream = if i >= input_runs {
-                        source.run_stream(files, Arc::clone(&keys))
-                    } else {
-                        read(files)
-                    };
-                    streams.push((i, stream));
-                }
-                streams.sort_by_key(|(i, _)| *i);
-                streams.into_iter().map(|(_, s)| s).collect()
+                let keys = Arc::new(lookup::distinct_keys(&level0, layout.key_types.len())?);
+                loaded
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, run)| match run {
+                        Ok(batches) => Box::new(batches.into_iter().map(Ok)) as RunStream,
+                        Err(files) if i >= input_runs => {
+                            source.run_stream(files, Arc::clone(&keys))
+                        }
+                        Err(files) => read(files),
+                    })
+                    .collect()
             }
         };
         if !pk {

@@ -9,7 +9,10 @@ use snafu::ResultExt;
 use crate::error::{ArrowSnafu, Result};
 
 /// How many of `rows` (in order) satisfy `before`, which holds for a prefix of them.
-fn partition_point(rows: std::ops::Range<usize>, before: impl Fn(usize) -> bool) -> usize {
+pub(crate) fn partition_point(
+    rows: std::ops::Range<usize>,
+    before: impl Fn(usize) -> bool,
+) -> usize {
     let (mut lo, mut hi) = (rows.start, rows.end);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;

@@ -31,6 +31,7 @@ use sha2::Digest;
 use snafu::ResultExt;
 
 use super::data_file::RunFile;
+use super::key_filter::partition_point;
 use crate::error::{ArrowSnafu, Result};
 use crate::lsm::merge::stream::RunStream;
 
@@ -257,15 +258,7 @@ pub(crate) fn matching_rows(file: &RecordBatch, keys: &[ArrayRef]) -> Result<Vec
     let mut found = Vec::new();
     let mut from = 0usize;
     for key in 0..wanted {
-        let (mut lo, mut hi) = (from, n);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if order(mid, key).is_lt() {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
+        let lo = from + partition_point(from..n, |row| order(row, key).is_lt());
         if lo == n {
             break;
         }
