@@ -377,6 +377,18 @@ fn decode_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     filter: Option<&RowGroupFilter>,
     columns: Option<&FileColumns>,
 ) -> Result<Vec<RecordBatch>> {
+    open_parquet(path, reader, target, filter, columns)?.collect()
+}
+
+/// [`decode_parquet`], one batch at a time: what the file's row groups decode into is held only
+/// until the caller takes it.
+fn open_parquet<R: parquet::file::reader::ChunkReader + 'static>(
+    path: &str,
+    reader: R,
+    target: &SchemaRef,
+    filter: Option<&RowGroupFilter>,
+    columns: Option<&FileColumns>,
+) -> Result<Decoded> {
     // The page index is read only when pages may be skipped.
     let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(
         parquet::file::metadata::PageIndexPolicy::from(filter.is_some()),
@@ -395,7 +407,8 @@ fn decode_parquet<R: parquet::file::reader::ChunkReader + 'static>(
 }
 
 /// Decodes what `builder` selects (row groups, rows) into batches of `target` of at most
-/// `batch_rows` rows; `filter` is what selected the row groups (for the bytes-read metric).
+/// `batch_rows` rows, lazily; `filter` is what selected the row groups (for the bytes-read
+/// metric).
 pub(super) fn decode_built<R: parquet::file::reader::ChunkReader + 'static>(
     path: &str,
     builder: ParquetRecordBatchReaderBuilder<R>,
@@ -403,15 +416,16 @@ pub(super) fn decode_built<R: parquet::file::reader::ChunkReader + 'static>(
     target: &SchemaRef,
     filter: Option<&RowGroupFilter>,
     columns: Option<&FileColumns>,
-) -> Result<Vec<RecordBatch>> {
-    let file_name_of = |name: &str| name_in_file(columns, name);
+) -> Result<Decoded> {
+    let names: Vec<Option<String>> = target
+        .fields()
+        .iter()
+        .map(|f| name_in_file(columns, f.name()))
+        .collect();
     let file_fields = builder.schema().fields().clone();
     let mut roots = Vec::new();
-    for f in target.fields() {
-        let Some(name) = file_name_of(f.name()) else {
-            continue;
-        };
-        if let Some(i) = file_fields.iter().position(|ff| *ff.name() == name) {
+    for name in names.iter().flatten() {
+        if let Some(i) = file_fields.iter().position(|ff| ff.name() == name) {
             roots.push(i);
         }
     }
@@ -427,36 +441,61 @@ pub(super) fn decode_built<R: parquet::file::reader::ChunkReader + 'static>(
         .with_batch_size(batch_rows)
         .build()
         .context(ParquetSnafu { path })?;
-    let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch.context(ArrowSnafu {
-            context: format!("reading {path}"),
-        })?;
+    Ok(Decoded {
+        path: path.to_string(),
+        reader,
+        target: Arc::clone(target),
+        names,
+    })
+}
+
+/// A Parquet file's batches in a table's layout, decoded as they are taken: columns are found by
+/// their name in the file, cast where the file chose another type, and null where it has none.
+pub(crate) struct Decoded {
+    path: String,
+    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    target: SchemaRef,
+    /// Each target column's name in the file (none: not in the file).
+    names: Vec<Option<String>>,
+}
+
+impl Decoded {
+    fn conform(&self, batch: RecordBatch) -> Result<RecordBatch> {
         let n = batch.num_rows();
-        let columns = target
+        let columns = self
+            .target
             .fields()
             .iter()
+            .zip(&self.names)
             .map(
-                |f| match file_name_of(f.name()).and_then(|n| batch.column_by_name(&n)) {
+                |(f, name)| match name.as_deref().and_then(|n| batch.column_by_name(n)) {
                     Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
                     Some(c) => cast(c, f.data_type()).context(ArrowSnafu {
-                        context: format!("{path}: column {}", f.name()),
+                        context: format!("{}: column {}", self.path, f.name()),
                     }),
                     None => Ok(new_null_array(f.data_type(), n)),
                 },
             )
             .collect::<Result<Vec<_>>>()?;
         let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
-        let batch = RecordBatch::try_new_with_options(Arc::clone(target), columns, &opts).context(
-            ArrowSnafu {
-                context: format!("{path}: does not match the table schema"),
-            },
-        )?;
-        out.push(batch);
+        let batch = RecordBatch::try_new_with_options(Arc::clone(&self.target), columns, &opts)
+            .context(ArrowSnafu {
+                context: format!("{}: does not match the table schema", self.path),
+            })?;
+        crate::metrics::metrics().rows_read.inc_by(n as u64);
+        Ok(batch)
     }
-    let rows: usize = out.iter().map(|b| b.num_rows()).sum();
-    crate::metrics::metrics().rows_read.inc_by(rows as u64);
-    Ok(out)
+}
+
+impl Iterator for Decoded {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        let batch = self.reader.next()?.context(ArrowSnafu {
+            context: format!("reading {}", self.path),
+        });
+        Some(batch.and_then(|b| self.conform(b)))
+    }
 }
 
 /// The compressed bytes of the column chunks of `roots` (root column positions) in the row groups
@@ -512,12 +551,32 @@ pub(crate) fn run_stream(
     filter: Option<Arc<RowGroupFilter>>,
 ) -> crate::lsm::merge::stream::RunStream {
     Box::new(files.into_iter().flat_map(move |file| {
-        let batches = load(&handle, &io, &file, &schema, filter.as_deref());
-        match batches {
-            Ok(bs) => bs.into_iter().map(Ok).collect::<Vec<_>>(),
-            Err(e) => vec![Err(e)],
+        match load_lazily(&handle, &io, &file, &schema, filter.as_deref()) {
+            Ok(batches) => batches,
+            Err(e) => Box::new(std::iter::once(Err(e))),
         }
     }))
+}
+
+/// Batches of one data file.
+type Batches = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
+/// [`load`], decoding a local Parquet file as the batches are taken (a scan holds one batch per
+/// run, not a whole file); a filtered read (cached pages) or a fetched file is loaded whole.
+fn load_lazily(
+    handle: &tokio::runtime::Handle,
+    io: &crate::io::FileIo,
+    file: &FileRef,
+    target: &SchemaRef,
+    filter: Option<&RowGroupFilter>,
+) -> Result<Batches> {
+    if filter.is_none() {
+        if let Some(local) = local_file(io, &file.path) {
+            let decoded = open_parquet(&file.path, local, target, None, file.columns.as_ref())?;
+            return Ok(Box::new(decoded));
+        }
+    }
+    Ok(Box::new(load(handle, io, file, target, filter)?.into_iter().map(Ok)))
 }
 
 /// A data file of a compaction's sorted run: the rows its deletion vector marks are left out, and
@@ -596,20 +655,18 @@ pub(crate) fn vector_run_stream(
     files: Vec<RunFile>,
 ) -> crate::lsm::merge::stream::RunStream {
     Box::new(files.into_iter().flat_map(move |file| {
-        let batches = load(&handle, &io, &file.file, &schema, None);
-        let batches = match batches {
+        let batches = match load_lazily(&handle, &io, &file.file, &schema, None) {
             Ok(bs) => bs,
-            Err(e) => return vec![Err(e)],
+            Err(e) => return Box::new(std::iter::once(Err(e))) as Batches,
         };
+        let positioned = Arc::clone(&positioned);
         let mut start = 0u64;
-        batches
-            .into_iter()
-            .map(|b| {
-                let at = start;
-                start += b.num_rows() as u64;
-                keep_live_rows(b, &file, at, &positioned)
-            })
-            .collect::<Vec<_>>()
+        Box::new(batches.map(move |b| {
+            let b = b?;
+            let at = start;
+            start += b.num_rows() as u64;
+            keep_live_rows(b, &file, at, &positioned)
+        }))
     }))
 }
 

@@ -149,7 +149,8 @@ pub(crate) fn read<R: ChunkReader + Clone + 'static>(
             target,
             Some(filter),
             file.columns.as_ref(),
-        )?;
+        )?
+        .collect::<Result<Vec<_>>>()?;
         decoded_pages().insert(key, Arc::new(batches.clone()));
         out.extend(batches);
     }

@@ -411,6 +411,11 @@ impl TableRead {
             } else {
                 self.projection.clone()
             };
+            // A projected key column is read once: the merge keeps its `_KEY_` copy, which
+            // holds the same values.
+            if !layout.merge_config.needs_all_columns() {
+                values.retain(|v| !layout.key_indices.contains(v));
+            }
             for &s in &layout.sequence_field_indices {
                 if !values.contains(&s) {
                     values.push(s);
@@ -467,7 +472,13 @@ impl TableRead {
         let out_cols: Vec<usize> = self
             .projection
             .iter()
-            .filter_map(|p| value_cols.iter().position(|v| v == p).map(|i| k + 2 + i))
+            .filter_map(|p| {
+                value_cols
+                    .iter()
+                    .position(|v| v == p)
+                    .map(|i| k + 2 + i)
+                    .or_else(|| layout.key_indices.iter().position(|c| c == p))
+            })
             .collect();
         let io = self.table.io().clone();
         let handle = tokio::runtime::Handle::current();

@@ -10,10 +10,12 @@ pub mod config;
 mod deduplicate;
 mod first_row;
 mod partial_update;
+mod sorted;
 pub mod stream;
 
 pub use aggregate::{AggFunction, AggSpec};
 pub use config::{MergeConfig, SequenceGroup};
+pub use sorted::merge_sorted_slices;
 
 use std::sync::Arc;
 

@@ -3,14 +3,14 @@
 //!
 //! Each step takes the smallest "last key" among the runs' current batches as a cut: every record
 //! with a key up to the cut is already in memory (runs are sorted with each key at most once), so
-//! those prefixes are merged with [`merge_runs`] and emitted, and the run that set the cut moves
+//! those prefixes are merged with [`merge_sorted_slices`] and emitted, and the run that set the cut moves
 //! to its next batch. Memory holds one batch per run plus one merged chunk, whatever the data size.
 
 use arrow::array::RecordBatch;
 use arrow::row::{RowConverter, Rows, SortField};
 use snafu::ResultExt;
 
-use super::{merge_runs, MergeSpec};
+use super::{merge_sorted_slices, MergeSpec};
 use crate::error::{ArrowSnafu, Result};
 
 /// A sorted run as a stream of batches in the data-file layout, sorted by key, keys unique.
@@ -63,7 +63,7 @@ pub fn merge_streams(
 ) -> Result<()> {
     stream_chunks(runs, spec.key_count, |chunk| {
         let slices: Vec<RecordBatch> = chunk.iter().map(|(_, b)| b.clone()).collect();
-        match merge_runs(&slices, spec)? {
+        match merge_sorted_slices(&slices, spec)? {
             Some(merged) => sink(merged),
             None => Ok(()),
         }
@@ -218,7 +218,7 @@ mod tests {
             runs.push(rows.chunks(37).map(batch).collect());
         }
         let all: Vec<RecordBatch> = runs.iter().flatten().cloned().collect();
-        let expected = merge_runs(&all, &spec).unwrap().unwrap();
+        let expected = super::super::merge_runs(&all, &spec).unwrap().unwrap();
         let streams: Vec<RunStream> = runs
             .into_iter()
             .map(|r| Box::new(r.into_iter().map(Ok)) as RunStream)
