@@ -319,6 +319,20 @@ impl Catalog {
         validate_name("table", &id.table)?;
         let now = self.clock.now_millis();
         let schema = def.to_schema(now)?;
+        self.create_table_with_schema(id, schema, ignore_if_exists)
+            .await
+    }
+
+    /// Creates a table with `schema` (its first schema, as Paimon's JSON has it: field ids,
+    /// types, keys, options); the database is created if missing.
+    pub async fn create_table_with_schema(
+        &self,
+        id: &Identifier,
+        schema: crate::spec::TableSchema,
+        ignore_if_exists: bool,
+    ) -> Result<Table> {
+        validate_name("database", &id.database)?;
+        validate_name("table", &id.table)?;
         // Everything the schema implies (keys, buckets, merge-engine options) must be valid before
         // the table exists.
         let layout = crate::schema::layout::TableLayout::new(std::sync::Arc::new(schema.clone()))?;

@@ -14,6 +14,7 @@ pub mod gate;
 pub mod ipc;
 pub mod metadata;
 mod metrics_http;
+pub mod rest;
 pub mod seal;
 pub mod service;
 pub mod session;
@@ -63,6 +64,15 @@ pub struct ServerConfig {
     #[serde(default)]
     pub storage: crate::io::StorageOptions,
     pub metrics: Option<MetricsConfig>,
+    pub rest: Option<RestConfig>,
+}
+
+/// `[rest]`: Paimon's REST catalog API.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestConfig {
+    /// Where the REST catalog is served, e.g. `127.0.0.1:8181` (port 0: any free port, printed).
+    pub listen: String,
 }
 
 /// `[metrics]`: the Prometheus endpoint.
@@ -233,6 +243,8 @@ pub struct ServeOptions {
     pub storage: crate::io::StorageOptions,
     /// `[metrics] listen`: the Prometheus endpoint's address.
     pub metrics_listen: Option<String>,
+    /// `[rest] listen`: the REST catalog's address.
+    pub rest_listen: Option<String>,
     pub limits: SqlLimits,
     pub work: crate::runtime::WorkLimits,
     /// `[ingest] max_streams`: the implicit tenant's limit, and the default of configured ones.
@@ -378,6 +390,7 @@ impl ServeOptions {
             audit_file: config.audit.map(|a| a.file),
             storage: config.storage,
             metrics_listen: config.metrics.map(|m| m.listen),
+            rest_listen: config.rest.map(|r| r.listen),
             max_streams: config.ingest.max_streams.unwrap_or(DEFAULT_MAX_STREAMS),
             warehouse,
             listen: listen
@@ -456,7 +469,24 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             Some((l, local))
         }
     };
+    let rest = match &options.rest_listen {
+        None => None,
+        Some(r) => {
+            let at = resolve_listen(r).await?;
+            let rest_err = |e: std::io::Error| {
+                crate::error::LocalIoSnafu {
+                    path: format!("[rest] listen {at}"),
+                }
+                .into_error(e)
+            };
+            let l = TcpListener::bind(at).await.map_err(rest_err)?;
+            let local = l.local_addr().map_err(rest_err)?;
+            Some((l, local))
+        }
+    };
+    let auth = Arc::clone(&opened.0);
     let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (rest_stop, rest_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = run_opened(listener, &options, opened, shutdown_signal()?);
     {
         use std::io::Write;
@@ -464,6 +494,9 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         let _ = writeln!(out, "tidelake listening on {bound}");
         if let Some((_, local)) = &metrics {
             let _ = writeln!(out, "tidelake metrics on http://{local}/metrics");
+        }
+        if let Some((_, local)) = &rest {
+            let _ = writeln!(out, "tidelake REST catalog on http://{local}");
         }
         let _ = out.flush();
     }
@@ -474,7 +507,16 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             let _ = metrics_stopped.await;
         }))
     });
+    let rest = rest.map(|(l, _)| {
+        tokio::spawn(rest::serve(l, auth, async move {
+            let _ = rest_stopped.await;
+        }))
+    });
     let served = server.await;
+    let _ = rest_stop.send(());
+    if let Some(task) = rest {
+        let _ = task.await;
+    }
     let _ = metrics_stop.send(());
     if let Some(task) = metrics {
         let _ = task.await;
@@ -704,6 +746,7 @@ mod tests {
             "[query]",
             "[storage]",
             "[metrics]",
+            "[rest]",
         ] {
             assert!(block.contains(section), "{section} is not in the reference");
         }

@@ -576,7 +576,9 @@ fn load_lazily(
             return Ok(Box::new(decoded));
         }
     }
-    Ok(Box::new(load(handle, io, file, target, filter)?.into_iter().map(Ok)))
+    Ok(Box::new(
+        load(handle, io, file, target, filter)?.into_iter().map(Ok),
+    ))
 }
 
 /// A data file of a compaction's sorted run: the rows its deletion vector marks are left out, and

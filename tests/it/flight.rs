@@ -65,6 +65,7 @@ impl Server {
             audit_file: None,
             storage: Default::default(),
             metrics_listen: None,
+            rest_listen: None,
             limits: Default::default(),
             work: Default::default(),
             max_streams: tidelake::server::DEFAULT_MAX_STREAMS,

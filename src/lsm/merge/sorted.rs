@@ -192,7 +192,10 @@ fn int_keys(batch: &RecordBatch) -> Option<Cow<'_, [i64]>> {
 
 /// Merges one chunk of a streaming merge: `slices` are each from a different sorted run (sorted
 /// by key, unique keys), all in the data-file layout.
-pub fn merge_sorted_slices(slices: &[RecordBatch], spec: &MergeSpec) -> Result<Option<RecordBatch>> {
+pub fn merge_sorted_slices(
+    slices: &[RecordBatch],
+    spec: &MergeSpec,
+) -> Result<Option<RecordBatch>> {
     let walkable = spec.key_count == 1
         && spec.sequence_columns.is_empty()
         && spec.config.engine == MergeEngine::Deduplicate;
@@ -327,7 +330,10 @@ mod tests {
         let a = super::super::tests::run(&[(min, 1, 0, "a"), (5, 2, 0, "a"), (max, 3, 0, "a")]);
         let b = super::super::tests::run(&[(max, 4, 0, "b")]);
         let c = super::super::tests::run(&[(min, 0, 0, "c"), (6, 5, 3, "c")]);
-        for slices in [vec![a.clone(), b.clone(), c.clone()], vec![b.clone(), a.clone()]] {
+        for slices in [
+            vec![a.clone(), b.clone(), c.clone()],
+            vec![b.clone(), a.clone()],
+        ] {
             for keep in [false, true] {
                 let spec = spec("deduplicate", keep, false);
                 assert_eq!(

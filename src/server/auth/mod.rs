@@ -222,6 +222,11 @@ impl Authenticator {
     }
 
     /// How long tickets and prepared-statement handles stay valid.
+    /// The tenants served (each a catalog).
+    pub fn tenants(&self) -> &Tenants {
+        &self.tenants
+    }
+
     pub fn ticket_ttl(&self) -> Duration {
         self.options.ticket_ttl
     }

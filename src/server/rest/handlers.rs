@@ -1,0 +1,662 @@
+//! The REST catalog's endpoints over the principal's tenant's [`Catalog`]: config, databases,
+//! tables, the latest snapshot, and commits of snapshots a client wrote the files of. Field names
+//! are those of Paimon's REST API (`rest-catalog-open-api.yaml`, read by pypaimon's
+//! `api_response.py`).
+
+use std::collections::BTreeMap;
+
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::Digest;
+
+use super::route::Route;
+use super::{json_response, RestError};
+use crate::catalog::Catalog;
+use crate::error::ErrorKind;
+use crate::server::auth::Principal;
+use crate::spec::identifier::Identifier;
+use crate::spec::{Snapshot, TableSchema};
+use crate::table::Table;
+
+/// Names a page lists at most when the client does not say.
+const MAX_PAGE: usize = 1000;
+
+pub(super) async fn dispatch(
+    principal: &Principal,
+    method: &Method,
+    route: Route,
+    query: &str,
+    body: &Bytes,
+) -> Result<Response, RestError> {
+    let catalog = principal.tenant.engine.catalog();
+    let q = Query::parse(query);
+    match (method, route) {
+        (&Method::GET, Route::Config) => config(principal, &q),
+        (&Method::GET, Route::Databases) => {
+            let names = catalog.list_databases().await?;
+            let (page, next) = page(
+                names,
+                q.get("databaseNamePattern"),
+                q.get("pageToken"),
+                q.max_results()?,
+            );
+            ok(json!({"databases": page, "nextPageToken": next}))
+        }
+        (&Method::POST, Route::Databases) => {
+            let req: CreateDatabase = parse_body(body)?;
+            catalog
+                .create_database(&req.name, false)
+                .await
+                .map_err(|e| about(e, "DATABASE", &req.name))?;
+            ok(json!({}))
+        }
+        (&Method::GET, Route::Database(db)) => {
+            exists(catalog, &db).await?;
+            ok(json!({
+                "id": db,
+                "name": db,
+                "location": location(catalog, &format!("{db}.db")),
+                "options": {},
+            }))
+        }
+        (&Method::DELETE, Route::Database(db)) => {
+            // Paimon's clients check for tables themselves before a non-cascading drop.
+            catalog
+                .drop_database(&db, true)
+                .await
+                .map_err(|e| about(e, "DATABASE", &db))?;
+            ok(json!({}))
+        }
+        (&Method::GET, Route::Tables(db)) => {
+            exists(catalog, &db).await?;
+            let names = catalog.list_tables(&db).await?;
+            let (page, next) = page(
+                names,
+                q.get("tableNamePattern"),
+                q.get("pageToken"),
+                q.max_results()?,
+            );
+            ok(json!({"tables": page, "nextPageToken": next}))
+        }
+        (&Method::POST, Route::Tables(db)) => create_table(catalog, &db, body).await,
+        (&Method::GET, Route::Table(db, t)) => {
+            let table = load(catalog, &db, &t).await?;
+            ok(table_response(catalog, &table).await?)
+        }
+        (&Method::DELETE, Route::Table(db, t)) => {
+            let id = Identifier::new(db, t);
+            catalog
+                .drop_table(&id, false)
+                .await
+                .map_err(|e| about(e, "TABLE", &id.to_string()))?;
+            ok(json!({}))
+        }
+        (&Method::POST, Route::RenameTable) => {
+            let req: RenameTable = parse_body(body)?;
+            let (from, to) = (req.source.identifier(), req.destination.identifier());
+            catalog.rename_table(&from, &to).await.map_err(|e| {
+                let name = if e.kind() == ErrorKind::AlreadyExists {
+                    to.to_string()
+                } else {
+                    from.to_string()
+                };
+                about(e, "TABLE", &name)
+            })?;
+            ok(json!({}))
+        }
+        (&Method::GET, Route::Snapshot(db, t)) => {
+            let table = load(catalog, &db, &t).await?;
+            latest_snapshot(&table).await
+        }
+        (&Method::POST, Route::Commit(db, t)) => {
+            let table = load(catalog, &db, &t).await?;
+            commit(catalog, &table, body).await
+        }
+        (_, Route::TableResource(db, t, what)) => Err(RestError::new(
+            ErrorKind::Unsupported,
+            format!("{method} {what} of table '{db}.{t}' is not served by this catalog yet"),
+        )),
+        (&Method::POST, Route::Database(db)) => Err(RestError::new(
+            ErrorKind::Unsupported,
+            format!("database options are not kept by tidelake (database '{db}')"),
+        )),
+        (&Method::POST, Route::Table(db, t)) => Err(RestError::new(
+            ErrorKind::Unsupported,
+            format!("altering table '{db}.{t}' through the REST catalog is not served yet"),
+        )),
+        (method, route) => Err(RestError::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{method} is not an operation on {}",
+                super::route_name(&route)
+            ),
+        )),
+    }
+}
+
+fn ok(body: Value) -> Result<Response, RestError> {
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// `e` with the resource it is about, when it is a 404 or 409.
+fn about(e: crate::error::Error, resource_type: &'static str, name: &str) -> RestError {
+    let kind = e.kind();
+    let error = RestError::from(e);
+    match kind {
+        ErrorKind::NotFound | ErrorKind::AlreadyExists => error.about(resource_type, name),
+        _ => error,
+    }
+}
+
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, RestError> {
+    serde_json::from_slice(body).map_err(|e| {
+        RestError::new(
+            ErrorKind::InvalidArgument,
+            format!("malformed request body: {e}"),
+        )
+    })
+}
+
+/// A request's query parameters (form-decoded).
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(query: &str) -> Self {
+        Self(
+            url::form_urlencoded::parse(query.as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, v)| k == key && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn max_results(&self) -> Result<usize, RestError> {
+        match self.get("maxResults") {
+            None => Ok(MAX_PAGE),
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n.min(MAX_PAGE)),
+                _ => Err(RestError::new(
+                    ErrorKind::InvalidArgument,
+                    format!("maxResults must be a positive integer, not '{v}'"),
+                )),
+            },
+        }
+    }
+}
+
+/// SQL `LIKE`: `%` matches any run of characters, `_` any one.
+pub(crate) fn like(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    // matched[j]: the pattern so far matches name[..j].
+    let mut matched = vec![false; n.len() + 1];
+    matched[0] = true;
+    for &c in &p {
+        let mut next = vec![false; n.len() + 1];
+        for j in 0..=n.len() {
+            next[j] = match c {
+                '%' => matched[j] || (j > 0 && next[j - 1]),
+                '_' => j > 0 && matched[j - 1],
+                c => j > 0 && matched[j - 1] && n[j - 1] == c,
+            };
+        }
+        matched = next;
+    }
+    matched[n.len()]
+}
+
+/// One page of `names` (sorted): those matching `pattern`, after `token` (the last name of the
+/// previous page), at most `max`; and the token of the next page when more follow.
+pub(crate) fn page(
+    mut names: Vec<String>,
+    pattern: Option<&str>,
+    token: Option<&str>,
+    max: usize,
+) -> (Vec<String>, Option<String>) {
+    names.sort();
+    let mut rest = names
+        .into_iter()
+        .filter(|n| pattern.is_none_or(|p| like(p, n)))
+        .filter(|n| token.is_none_or(|t| n.as_str() > t));
+    let page: Vec<String> = rest.by_ref().take(max).collect();
+    let next = match rest.next() {
+        Some(_) => page.last().cloned(),
+        None => None,
+    };
+    (page, next)
+}
+
+/// `GET /v1/config`: the principal's catalog as the prefix of every other path. A `warehouse`
+/// naming another catalog is refused.
+fn config(principal: &Principal, q: &Query) -> Result<Response, RestError> {
+    let name = principal.tenant.name.as_str();
+    if let Some(asked) = q.get("warehouse") {
+        // pypaimon 2.1 encodes the value twice.
+        let asked = if asked.contains('%') || asked.contains('+') {
+            super::route::decode_segment(asked).unwrap_or_else(|| asked.to_string())
+        } else {
+            asked.to_string()
+        };
+        if asked != name {
+            return Err(RestError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "warehouse '{asked}' is not a catalog '{}' may use; its catalog is '{name}'",
+                    principal.subject
+                ),
+            ));
+        }
+    }
+    ok(json!({
+        "defaults": {},
+        "overrides": {"prefix": name, "warehouse": name},
+    }))
+}
+
+async fn exists(catalog: &Catalog, db: &str) -> Result<(), RestError> {
+    if catalog.database_exists(db).await? {
+        return Ok(());
+    }
+    Err(RestError::new(
+        ErrorKind::NotFound,
+        format!("database '{db}' does not exist"),
+    )
+    .about("DATABASE", db))
+}
+
+async fn load(catalog: &Catalog, db: &str, t: &str) -> Result<Table, RestError> {
+    let id = Identifier::new(db, t);
+    catalog
+        .load_table(&id)
+        .await
+        .map_err(|e| about(e, "TABLE", &id.to_string()))
+}
+
+/// Where a path of the warehouse is, as clients open it: an absolute local path, or the
+/// object store's URI.
+fn location(catalog: &Catalog, path: &str) -> String {
+    match catalog.io().local_root() {
+        Some(root) => root.join(path).display().to_string(),
+        None => format!("{}/{path}", catalog.io().uri().trim_end_matches('/')),
+    }
+}
+
+/// A table's id: a digest of where it is and when its first schema was made, so a table dropped
+/// and created again under the same name has another id (a commit for the old one is refused).
+async fn table_id(catalog: &Catalog, table: &Table) -> String {
+    let created = match table.schema_manager().schema(0).await {
+        Ok(s) => s.time_millis,
+        Err(_) => table.schema().time_millis,
+    };
+    let digest = sha2::Sha256::digest(format!(
+        "{}\0{}\0{created}",
+        catalog.io().uri(),
+        table.path()
+    ));
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+async fn table_response(catalog: &Catalog, table: &Table) -> Result<Value, RestError> {
+    let schema = table.schema();
+    let fields = serde_json::to_value(&schema.fields).map_err(|e| {
+        RestError::new(
+            ErrorKind::Internal,
+            format!("table '{}': its schema: {e}", table.identifier()),
+        )
+    })?;
+    Ok(json!({
+        "id": table_id(catalog, table).await,
+        "name": table.identifier().table,
+        "path": location(catalog, table.path()),
+        "isExternal": false,
+        "schemaId": schema.id,
+        "schema": {
+            "fields": fields,
+            "partitionKeys": schema.partition_keys,
+            "primaryKeys": schema.primary_keys,
+            "options": schema.options,
+            "comment": schema.comment,
+        },
+    }))
+}
+
+#[derive(Deserialize)]
+struct CreateDatabase {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct IdentifierJson {
+    database: String,
+    object: String,
+}
+
+impl IdentifierJson {
+    fn identifier(&self) -> Identifier {
+        Identifier::new(self.database.clone(), self.object.clone())
+    }
+}
+
+#[derive(Deserialize)]
+struct RenameTable {
+    source: IdentifierJson,
+    destination: IdentifierJson,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SchemaJson {
+    fields: Vec<Value>,
+    #[serde(default)]
+    partition_keys: Vec<String>,
+    #[serde(default)]
+    primary_keys: Vec<String>,
+    #[serde(default)]
+    options: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    comment: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CreateTable {
+    identifier: IdentifierJson,
+    schema: SchemaJson,
+}
+
+/// The highest field id in `fields`, nested ROW fields included.
+fn highest_field_id(fields: &[Value]) -> i64 {
+    fn in_type(t: &Value) -> i64 {
+        let Some(o) = t.as_object() else { return -1 };
+        let mut max = o
+            .get("fields")
+            .and_then(Value::as_array)
+            .map(|f| highest_field_id(f))
+            .unwrap_or(-1);
+        for k in ["element", "key", "value"] {
+            if let Some(inner) = o.get(k) {
+                max = max.max(in_type(inner));
+            }
+        }
+        max
+    }
+    fields
+        .iter()
+        .map(|f| {
+            let own = f.get("id").and_then(Value::as_i64).unwrap_or(-1);
+            own.max(f.get("type").map(in_type).unwrap_or(-1))
+        })
+        .max()
+        .unwrap_or(-1)
+}
+
+async fn create_table(catalog: &Catalog, db: &str, body: &[u8]) -> Result<Response, RestError> {
+    let req: CreateTable = parse_body(body)?;
+    let id = req.identifier.identifier();
+    if id.database != db {
+        return Err(RestError::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "the table '{id}' is created under database '{db}': the identifier's database must be '{db}'"
+            ),
+        ));
+    }
+    exists(catalog, db).await?;
+    let schema = json!({
+        "version": 3,
+        "id": 0,
+        "fields": req.schema.fields,
+        "highestFieldId": highest_field_id(&req.schema.fields),
+        "partitionKeys": req.schema.partition_keys,
+        "primaryKeys": req.schema.primary_keys,
+        "options": req.schema.options.unwrap_or_default(),
+        "comment": req.schema.comment,
+        "timeMillis": catalog.clock().now_millis(),
+    });
+    let schema: TableSchema = serde_json::from_value(schema).map_err(|e| {
+        RestError::new(
+            ErrorKind::InvalidArgument,
+            format!("table '{id}': malformed schema: {e}"),
+        )
+    })?;
+    catalog
+        .create_table_with_schema(&id, schema, false)
+        .await
+        .map_err(|e| about(e, "TABLE", &id.to_string()))?;
+    ok(json!({}))
+}
+
+/// `GET …/snapshot`: the latest snapshot as its file has it, or 404 `SNAPSHOT` before the first
+/// commit.
+async fn latest_snapshot(table: &Table) -> Result<Response, RestError> {
+    let sm = table.snapshot_manager();
+    let Some(latest) = sm.latest().await? else {
+        return Err(RestError::new(
+            ErrorKind::NotFound,
+            format!("table '{}' has no snapshot yet", table.identifier()),
+        )
+        .about("SNAPSHOT", table.identifier().to_string()));
+    };
+    let path = sm.snapshot_path(latest.id);
+    let raw = table.io().read(&path).await?;
+    let snapshot: Value = serde_json::from_slice(&raw).map_err(|e| {
+        RestError::new(
+            ErrorKind::Internal,
+            format!("table '{}': {path}: {e}", table.identifier()),
+        )
+    })?;
+    ok(json!({
+        "snapshot": {
+            "snapshot": snapshot,
+            "recordCount": latest.total_record_count.unwrap_or(0),
+            "fileSizeInBytes": 0,
+            "fileCount": 0,
+            "lastFileCreationTime": latest.time_millis,
+        }
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CommitRequest {
+    #[serde(default)]
+    table_id: Option<String>,
+    #[serde(default)]
+    base_snapshot_uuid: Option<String>,
+    snapshot: Value,
+}
+
+/// Why a client's snapshot cannot be stored as sent (`None`: it can), given the table's latest
+/// snapshot (whose uuid the client based it on) and which of its files exist.
+pub(crate) fn invalid_snapshot(
+    snapshot: &Snapshot,
+    latest: Option<&Snapshot>,
+    schema_known: bool,
+    missing_files: &[String],
+) -> Option<String> {
+    let expected = latest.map_or(1, |l| l.id + 1);
+    if snapshot.id != expected {
+        return Some(format!(
+            "snapshot {} does not follow the latest snapshot (the next id is {expected})",
+            snapshot.id
+        ));
+    }
+    if !schema_known {
+        return Some(format!(
+            "snapshot {} names schema {}, which the table does not have",
+            snapshot.id, snapshot.schema_id
+        ));
+    }
+    if !missing_files.is_empty() {
+        return Some(format!(
+            "snapshot {} names manifest files that do not exist: {}",
+            snapshot.id,
+            missing_files.join(", ")
+        ));
+    }
+    None
+}
+
+/// `POST …/commit`: stores the client's snapshot as sent, once it is the next one after the
+/// snapshot it was based on; a lost race (another committer, Flight's included, took the id or
+/// moved the table on) is `success: false`, and the client retries on the new latest.
+async fn commit(catalog: &Catalog, table: &Table, body: &[u8]) -> Result<Response, RestError> {
+    let req: CommitRequest = parse_body(body)?;
+    let name = table.identifier().to_string();
+    if let Some(id) = &req.table_id {
+        if *id != table_id(catalog, table).await {
+            return Err(RestError::new(
+                ErrorKind::NotFound,
+                format!("table '{name}' was dropped and created again since the client loaded it (table id {id})"),
+            )
+            .about("TABLE", name));
+        }
+    }
+    let snapshot: Snapshot = serde_json::from_value(req.snapshot.clone()).map_err(|e| {
+        RestError::new(
+            ErrorKind::InvalidArgument,
+            format!("table '{name}': malformed snapshot: {e}"),
+        )
+    })?;
+    let sm = table.snapshot_manager();
+    let latest = sm.latest().await?;
+    if latest.as_ref().and_then(|l| l.uuid.as_deref()) != req.base_snapshot_uuid.as_deref() {
+        return ok(json!({"success": false}));
+    }
+    let schema_known = table
+        .schema_manager()
+        .list_ids()
+        .await?
+        .contains(&snapshot.schema_id);
+    let mm = table.manifest_manager();
+    let mut missing = Vec::new();
+    let lists = [
+        Some(&snapshot.base_manifest_list),
+        Some(&snapshot.delta_manifest_list),
+        snapshot.changelog_manifest_list.as_ref(),
+        snapshot.index_manifest.as_ref(),
+    ];
+    for file in lists.into_iter().flatten() {
+        if !crate::spec::identifier::is_path_safe(file)
+            || !table.io().exists(&mm.path(file)).await?
+        {
+            missing.push(file.clone());
+        }
+    }
+    if let Some(why) = invalid_snapshot(&snapshot, latest.as_ref(), schema_known, &missing) {
+        return Err(RestError::new(
+            ErrorKind::InvalidArgument,
+            format!("table '{name}': {why}"),
+        ));
+    }
+    let json = serde_json::to_vec_pretty(&req.snapshot)
+        .map_err(|e| RestError::new(ErrorKind::Internal, format!("table '{name}': {e}")))?;
+    if !table
+        .io()
+        .write_if_absent(&sm.snapshot_path(snapshot.id), Bytes::from(json))
+        .await?
+    {
+        return ok(json!({"success": false}));
+    }
+    sm.write_latest_hint(snapshot.id).await;
+    if snapshot.id == 1 {
+        sm.write_earliest_hint(1).await;
+    }
+    crate::metrics::metrics()
+        .commits
+        .get_or_create(&[("kind", snapshot.commit_kind.as_str())])
+        .inc();
+    crate::table::changelog::notify_commit();
+    tracing::info!(table = %name, snapshot = snapshot.id, "committed through the REST catalog");
+    ok(json!({"success": true}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_matches_as_sql_does() {
+        assert!(like("%", ""));
+        assert!(like("ord%", "orders"));
+        assert!(like("o_ders", "orders"));
+        assert!(like("%der%", "orders"));
+        assert!(!like("ord_", "orders"));
+        assert!(!like("x%", "orders"));
+        assert!(like("orders", "orders"));
+        assert!(!like("order", "orders"));
+    }
+
+    #[test]
+    fn pages_follow_their_token() {
+        let names: Vec<String> = ["c", "a", "b", "d", "e"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let (p, next) = page(names.clone(), None, None, 2);
+        assert_eq!(
+            (p, next.as_deref()),
+            (vec!["a".into(), "b".into()], Some("b"))
+        );
+        let (p, next) = page(names.clone(), None, Some("b"), 2);
+        assert_eq!(
+            (p, next.as_deref()),
+            (vec!["c".into(), "d".into()], Some("d"))
+        );
+        let (p, next) = page(names.clone(), None, Some("d"), 2);
+        assert_eq!((p, next), (vec!["e".to_string()], None));
+        let (p, next) = page(names, Some("%d%"), None, 2);
+        assert_eq!((p, next), (vec!["d".to_string()], None));
+    }
+
+    #[test]
+    fn nested_field_ids_count() {
+        let fields: Vec<Value> = serde_json::from_str(
+            r#"[{"id":0,"name":"a","type":"INT"},
+                {"id":1,"name":"r","type":{"type":"ROW","fields":[{"id":5,"name":"x","type":"INT"}]}},
+                {"id":2,"name":"m","type":{"type":"ARRAY","element":{"type":"ROW","fields":[{"id":7,"name":"y","type":"INT"}]}}}]"#,
+        )
+        .unwrap();
+        assert_eq!(highest_field_id(&fields), 7);
+        assert_eq!(highest_field_id(&[]), -1);
+    }
+
+    #[test]
+    fn a_snapshot_is_stored_only_as_the_next_with_its_files() {
+        let snap = |id: i64| -> Snapshot {
+            serde_json::from_value(json!({
+                "version": 3, "id": id, "schemaId": 0, "baseManifestList": "b",
+                "deltaManifestList": "d", "commitUser": "u", "commitIdentifier": 1,
+                "commitKind": "APPEND", "timeMillis": 1
+            }))
+            .unwrap()
+        };
+        assert_eq!(invalid_snapshot(&snap(1), None, true, &[]), None);
+        assert_eq!(invalid_snapshot(&snap(3), Some(&snap(2)), true, &[]), None);
+        assert!(invalid_snapshot(&snap(2), None, true, &[])
+            .unwrap()
+            .contains("next id is 1"));
+        assert!(invalid_snapshot(&snap(5), Some(&snap(2)), true, &[]).is_some());
+        assert!(invalid_snapshot(&snap(1), None, false, &[])
+            .unwrap()
+            .contains("schema 0"));
+        assert!(invalid_snapshot(&snap(1), None, true, &["b".into()])
+            .unwrap()
+            .contains("do not exist: b"));
+    }
+}

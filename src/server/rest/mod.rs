@@ -1,0 +1,287 @@
+//! `[rest] listen`: Paimon's REST catalog API (`metastore = rest`) over HTTP on its own port, so
+//! pypaimon, Flink and Spark use tidelake as their catalog. axum on the server's runtime.
+//!
+//! Every request, `/v1/config` included, carries `Authorization: Bearer <token>`: the tokens the
+//! Flight side accepts (a minted one, or an identity provider's JWT), resolved by the same
+//! [`Authenticator`]. The principal's tenant is its one catalog: `/v1/config` hands out the
+//! tenant's name as the `prefix` every other path starts with; another tenant's prefix is 403, an
+//! unknown one 404. Readers read; writers also commit; DDL needs admin.
+//!
+//! This module owns the HTTP side: routing ([`route`]), credentials, roles, body limits, and the
+//! one mapping from tidelake errors to HTTP statuses and Paimon's error body
+//! `{message, code, resourceType, resourceName}` ([`http_status`]). The catalog work is in
+//! [`handlers`].
+
+mod handlers;
+pub(crate) mod route;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::{Method, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::net::TcpListener;
+
+use super::auth::{Authenticator, Principal};
+use crate::error::{Error, ErrorKind};
+use crate::sql::Role;
+use route::{Route, Routed};
+
+/// Largest request body accepted (a create-table schema or a commit's snapshot is a few KiB;
+/// statistics of many partitions more): larger is 413.
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+
+/// How long one request may take before it is answered 503.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The HTTP status of an error kind: the one mapping of the REST side.
+pub(crate) fn http_status(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::AlreadyExists | ErrorKind::Conflict | ErrorKind::Fenced => StatusCode::CONFLICT,
+        ErrorKind::InvalidArgument | ErrorKind::OutOfRange => StatusCode::BAD_REQUEST,
+        ErrorKind::FailedPrecondition => StatusCode::CONFLICT,
+        ErrorKind::Unsupported => StatusCode::NOT_IMPLEMENTED,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
+        ErrorKind::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::Cancelled | ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// A failed request: Paimon's error body with the status as its `code`.
+#[derive(Debug)]
+pub(crate) struct RestError {
+    status: StatusCode,
+    message: String,
+    resource_type: Option<&'static str>,
+    resource_name: Option<String>,
+}
+
+impl RestError {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            status: http_status(kind),
+            message: super::status::bounded_message(&message.into()),
+            resource_type: None,
+            resource_name: None,
+        }
+    }
+
+    fn with_status(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            resource_type: None,
+            resource_name: None,
+        }
+    }
+
+    /// Names the resource a 404 or 409 is about (`DATABASE`, `TABLE`, `SNAPSHOT`, …): Paimon's
+    /// clients tell "no such table" from "no snapshot yet" by it.
+    pub(crate) fn about(mut self, resource_type: &'static str, name: impl Into<String>) -> Self {
+        self.resource_type = Some(resource_type);
+        self.resource_name = Some(name.into());
+        self
+    }
+}
+
+impl From<Error> for RestError {
+    fn from(e: Error) -> Self {
+        let kind = e.kind();
+        if kind == ErrorKind::Internal {
+            tracing::error!(error = ?e, "internal error (REST catalog)");
+        }
+        RestError::new(kind, e.to_string())
+    }
+}
+
+impl IntoResponse for RestError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "message": self.message,
+            "code": self.status.as_u16(),
+            "resourceType": self.resource_type,
+            "resourceName": self.resource_name,
+        });
+        json_response(self.status, &body)
+    }
+}
+
+pub(crate) fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
+    (
+        status,
+        [(CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// What every handler gets: the server's authenticator (and through it the tenants).
+#[derive(Clone)]
+struct RestState {
+    auth: Arc<Authenticator>,
+}
+
+/// Serves the REST catalog on `listener` until `stop` completes.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    auth: Arc<Authenticator>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let router = axum::Router::new()
+        .fallback(handle)
+        .with_state(RestState { auth });
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::warn!(error = %e, "the REST catalog endpoint stopped");
+    }
+}
+
+async fn handle(
+    axum::extract::State(state): axum::extract::State<RestState>,
+    request: Request<Body>,
+) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let answer = tokio::time::timeout(REQUEST_TIMEOUT, answer(&state, request)).await;
+    let response = match answer {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => e.into_response(),
+        Err(_) => RestError::with_status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{method} {path}: no answer within {REQUEST_TIMEOUT:?}"),
+        )
+        .into_response(),
+    };
+    tracing::debug!(%method, %path, status = response.status().as_u16(), "REST catalog call");
+    response
+}
+
+async fn answer(state: &RestState, request: Request<Body>) -> Result<Response, RestError> {
+    let (parts, body) = request.into_parts();
+    let resolved = state
+        .auth
+        .resolve(parts.headers.get(AUTHORIZATION))
+        .await
+        .map_err(|s| RestError::with_status(StatusCode::UNAUTHORIZED, s.message()))?;
+    let principal = resolved.principal;
+    let Some(Routed { prefix, route }) = route::parse(parts.uri.path()) else {
+        return Err(RestError::with_status(
+            StatusCode::NOT_FOUND,
+            format!("no such resource: {} {}", parts.method, parts.uri.path()),
+        ));
+    };
+    if let Some(prefix) = &prefix {
+        check_prefix(state, &principal, prefix)?;
+    }
+    check_role(&principal, &parts.method, &route)?;
+    let body =
+        match parts.method {
+            Method::POST | Method::PUT => axum::body::to_bytes(body, MAX_BODY_BYTES)
+                .await
+                .map_err(|_| {
+                    RestError::with_status(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("request body over {MAX_BODY_BYTES} bytes (or cut short)"),
+                    )
+                })?,
+            _ => Default::default(),
+        };
+    let query = parts.uri.query().unwrap_or("");
+    handlers::dispatch(&principal, &parts.method, route, query, &body).await
+}
+
+/// A prefix names a catalog: the principal's tenant's, or it is refused (403 for another
+/// tenant's, 404 for one that does not exist).
+fn check_prefix(state: &RestState, principal: &Principal, prefix: &str) -> Result<(), RestError> {
+    if prefix == principal.tenant.name {
+        return Ok(());
+    }
+    if state.auth.tenants().get(prefix).is_some() {
+        return Err(RestError::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "catalog '{prefix}' belongs to another tenant; '{}' may use only '{}'",
+                principal.subject, principal.tenant.name
+            ),
+        ));
+    }
+    Err(
+        RestError::new(ErrorKind::NotFound, format!("no catalog '{prefix}'"))
+            .about("CATALOG", prefix),
+    )
+}
+
+/// Readers read; writers may also commit data; everything else that changes the catalog (DDL,
+/// tags, branches, rollback) needs admin.
+fn check_role(principal: &Principal, method: &Method, route: &Route) -> Result<(), RestError> {
+    let allowed = match (route::needs(method, route), principal.role) {
+        (None, _) | (_, Role::Admin) => true,
+        (Some(false), Role::Writer) => true,
+        _ => false,
+    };
+    if allowed {
+        return Ok(());
+    }
+    Err(RestError::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "'{}' has the {} role: {method} {} needs {}",
+            principal.subject,
+            principal.role.name(),
+            route_name(route),
+            if route::needs(method, route) == Some(false) {
+                "the writer role"
+            } else {
+                "the admin role"
+            }
+        ),
+    ))
+}
+
+fn route_name(route: &Route) -> String {
+    match route {
+        Route::Config => "config".into(),
+        Route::Databases => "databases".into(),
+        Route::Database(d) => format!("database '{d}'"),
+        Route::Tables(d) => format!("the tables of '{d}'"),
+        Route::Table(d, t) => format!("table '{d}.{t}'"),
+        Route::RenameTable => "rename".into(),
+        Route::Commit(d, t) => format!("a commit to '{d}.{t}'"),
+        Route::Snapshot(d, t) => format!("the snapshot of '{d}.{t}'"),
+        Route::TableResource(d, t, what) => format!("{what} of '{d}.{t}'"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_one_status() {
+        assert_eq!(http_status(ErrorKind::NotFound), StatusCode::NOT_FOUND);
+        assert_eq!(http_status(ErrorKind::AlreadyExists), StatusCode::CONFLICT);
+        assert_eq!(
+            http_status(ErrorKind::InvalidArgument),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            http_status(ErrorKind::Unauthenticated),
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            http_status(ErrorKind::PermissionDenied),
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            http_status(ErrorKind::Internal),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+    }
+}

@@ -1,0 +1,171 @@
+//! Which REST catalog resource a request names: the raw path parsed into a [`Route`] (a pure
+//! function). Paimon's clients put each name in one path segment, form-encoded (`+` is a space,
+//! `%2F` a slash), so segments are split on the raw path first and decoded one by one. Every
+//! resource but `/v1/config` follows the catalog prefix that `/v1/config` hands out.
+
+use axum::http::Method;
+
+/// One resource of the REST catalog API, with its decoded names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    Config,
+    Databases,
+    Database(String),
+    Tables(String),
+    Table(String, String),
+    RenameTable,
+    Commit(String, String),
+    Snapshot(String, String),
+    /// Any other resource of a table (`rollback`, `tags`, `token`, `partitions`, `branches`, …).
+    TableResource(String, String, String),
+}
+
+/// A request's route and the catalog prefix it names (`None`: no prefix segment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Routed {
+    pub(crate) prefix: Option<String>,
+    pub(crate) route: Route,
+}
+
+/// A form-encoded path segment, decoded (`None`: not valid UTF-8 once decoded).
+pub(crate) fn decode_segment(raw: &str) -> Option<String> {
+    let spaced = raw.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
+}
+
+/// The route of `path` (the raw, still encoded path), or `None` when it names nothing.
+pub(crate) fn parse(path: &str) -> Option<Routed> {
+    let rest = path.strip_prefix("/v1/")?;
+    let raw: Vec<&str> = rest.split('/').collect();
+    if raw.iter().any(|s| s.is_empty()) {
+        return None;
+    }
+    let segments: Vec<String> = raw
+        .iter()
+        .map(|s| decode_segment(s))
+        .collect::<Option<_>>()?;
+    if segments == ["config"] {
+        return Some(Routed {
+            prefix: None,
+            route: Route::Config,
+        });
+    }
+    // Every other resource follows the catalog prefix `/v1/config` hands out.
+    let (prefix, s) = segments.split_first()?;
+    let prefix = Some(prefix.clone());
+    let s: Vec<&str> = s.iter().map(String::as_str).collect();
+    let route = match s.as_slice() {
+        ["databases"] => Route::Databases,
+        ["databases", db] => Route::Database(db.to_string()),
+        ["databases", db, "tables"] => Route::Tables(db.to_string()),
+        ["databases", db, "tables", t] => Route::Table(db.to_string(), t.to_string()),
+        ["databases", db, "tables", t, "commit"] => Route::Commit(db.to_string(), t.to_string()),
+        ["databases", db, "tables", t, "snapshot"] => {
+            Route::Snapshot(db.to_string(), t.to_string())
+        }
+        ["databases", db, "tables", t, what, ..] => {
+            Route::TableResource(db.to_string(), t.to_string(), what.to_string())
+        }
+        ["tables", "rename"] => Route::RenameTable,
+        _ => return None,
+    };
+    Some(Routed { prefix, route })
+}
+
+/// What a role needs for `method` on `route`: `Some(true)` changes the catalog (admin),
+/// `Some(false)` commits data (writer), `None` only reads.
+pub(crate) fn needs(method: &Method, route: &Route) -> Option<bool> {
+    match (method, route) {
+        (&Method::GET, _) => None,
+        (_, Route::Commit(..)) => Some(false),
+        _ => Some(true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(path: &str) -> Option<(Option<String>, Route)> {
+        parse(path).map(|r| (r.prefix, r.route))
+    }
+
+    #[test]
+    fn names_are_form_decoded_one_segment_at_a_time() {
+        assert_eq!(
+            route("/v1/tidelake/databases/db+1/tables/t%2F1"),
+            Some((
+                Some("tidelake".into()),
+                Route::Table("db 1".into(), "t/1".into())
+            ))
+        );
+        assert_eq!(
+            route("/v1/my%2Fpfx/databases/a%2Bb/tables/t%24branch_b1/commit"),
+            Some((
+                Some("my/pfx".into()),
+                Route::Commit("a+b".into(), "t$branch_b1".into())
+            ))
+        );
+    }
+
+    #[test]
+    fn paths_with_and_without_a_prefix() {
+        assert_eq!(route("/v1/config"), Some((None, Route::Config)));
+        assert_eq!(
+            route("/v1/p/databases"),
+            Some((Some("p".into()), Route::Databases))
+        );
+        assert_eq!(
+            route("/v1/p/databases/d"),
+            Some((Some("p".into()), Route::Database("d".into())))
+        );
+        assert_eq!(
+            route("/v1/p/tables/rename"),
+            Some((Some("p".into()), Route::RenameTable))
+        );
+        assert_eq!(
+            route("/v1/databases/databases/d"),
+            Some((Some("databases".into()), Route::Database("d".into())))
+        );
+        assert_eq!(
+            route("/v1/p/databases/d/tables/t/tags/v1"),
+            Some((
+                Some("p".into()),
+                Route::TableResource("d".into(), "t".into(), "tags".into())
+            ))
+        );
+    }
+
+    #[test]
+    fn what_names_nothing() {
+        for path in [
+            "/",
+            "/v1",
+            "/v1/",
+            "/v2/config",
+            "/v1/p/databases//tables",
+            "/v1/p/nothing",
+            "/v1/p/databases/d/views",
+            "/v1/p/databases/%FF",
+            "/v1/databases",
+            "/v1/tables/rename",
+        ] {
+            assert_eq!(route(path), None, "{path}");
+        }
+    }
+
+    #[test]
+    fn roles_by_method_and_resource() {
+        let t = Route::Table("d".into(), "t".into());
+        assert_eq!(needs(&Method::GET, &t), None);
+        assert_eq!(needs(&Method::DELETE, &t), Some(true));
+        assert_eq!(
+            needs(&Method::POST, &Route::Commit("d".into(), "t".into())),
+            Some(false)
+        );
+        assert_eq!(needs(&Method::POST, &Route::Databases), Some(true));
+    }
+}

@@ -1,0 +1,261 @@
+"""tidelake as Paimon's REST catalog (issue 19): pypaimon's `RESTCatalog` (`metastore = rest`) creates
+databases and tables, writes and commits through `[rest] listen`, with the tokens the Flight side mints;
+what it commits is read through Flight SQL at once, and Flight's commits and its commits are ordered
+into one contiguous line of snapshots. Bad input gets the status and the error body Paimon's clients
+expect, and changes nothing.
+
+One server, tenants `acme` and `beta`; alice (admin), wendy (writer) and mallory (reader) belong to acme,
+bob (admin) to beta.
+"""
+import json
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+import tidelake
+
+from test_hostile import files
+
+CONFIG = """
+[rest]
+listen = "127.0.0.1:0"
+[[tenants]]
+name = "acme"
+[[tenants]]
+name = "beta"
+[[users]]
+name = "alice"
+password_hash = '{pw}'
+tenant = "acme"
+role = "admin"
+[[users]]
+name = "wendy"
+password_hash = '{pw}'
+tenant = "acme"
+role = "writer"
+[[users]]
+name = "mallory"
+password_hash = '{pw}'
+tenant = "acme"
+role = "reader"
+[[users]]
+name = "bob"
+password_hash = '{pw}'
+tenant = "beta"
+role = "admin"
+"""
+
+PK_SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.string())])
+
+
+@pytest.fixture(scope="module")
+def rest(tmp_path_factory):
+    """(server, REST base URL)."""
+    from conftest import start_configured, stop_cleanly
+
+    srv = start_configured(tmp_path_factory.mktemp("rest"), CONFIG, "rest server")
+    for _ in range(100):
+        if srv.extra_stdout:
+            break
+        time.sleep(0.05)
+    m = re.match(r"tidelake REST catalog on (http://127\.0\.0\.1:\d+)", srv.extra_stdout[0])
+    assert m, srv.extra_stdout
+    try:
+        yield srv, m.group(1)
+    finally:
+        srv.extra_stdout.clear()
+        stop_cleanly(srv)
+
+
+def token(srv, user):
+    """The bearer token the Flight handshake mints for `user`."""
+    client = flight.FlightClient(srv.uri)
+    _, value = client.authenticate_basic_token(user, "pw")
+    client.close()
+    return value.decode().split(" ", 1)[1]
+
+
+def catalog(url, tok, warehouse="acme"):
+    from pypaimon import CatalogFactory
+
+    return CatalogFactory.create({"metastore": "rest", "uri": url, "warehouse": warehouse,
+                                  "token.provider": "bear", "token": tok})
+
+
+def call(url, method, path, tok=None, body=None, raw=None):
+    """(status, JSON body) of one request."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url + path, data=data, method=method)
+    if tok is not None:
+        req.add_header("Authorization", f"Bearer {tok}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def write(table, rows):
+    wb = table.new_batch_write_builder()
+    w = wb.new_write()
+    c = wb.new_commit()
+    w.write_arrow(pa.Table.from_pylist(rows, schema=PK_SCHEMA))
+    c.commit(w.prepare_commit())
+    w.close()
+    c.close()
+
+
+def read(table):
+    rb = table.new_read_builder()
+    got = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+    return sorted((r["id"], r["v"]) for r in got.to_pylist())
+
+
+def snapshot_ids(srv, tenant, table):
+    db, t = table.split(".")
+    d = srv.warehouse / "tenants" / tenant / f"{db}.db" / t / "snapshot"
+    return sorted(int(p.name.split("-")[1]) for p in d.glob("snapshot-*"))
+
+
+def test_pypaimon_creates_writes_and_reads_and_flight_sees_it(rest):
+    from pypaimon import Schema
+
+    srv, url = rest
+    cat = catalog(url, token(srv, "alice"))
+    cat.create_database("rdb", False)
+    assert "rdb" in cat.list_databases()
+    cat.create_table("rdb.events", Schema.from_pyarrow_schema(PK_SCHEMA, primary_keys=["id"],
+                                                               options={"bucket": "2"}), False)
+    assert cat.list_tables("rdb") == ["events"]
+    table = cat.get_table("rdb.events")
+    write(table, [{"id": i, "v": f"a{i}"} for i in range(10)])
+    write(table, [{"id": i, "v": f"b{i}"} for i in range(5, 15)])
+    want = sorted([(i, f"a{i}") for i in range(5)] + [(i, f"b{i}") for i in range(5, 15)])
+    assert read(cat.get_table("rdb.events")) == want
+    assert snapshot_ids(srv, "acme", "rdb.events") == [1, 2]
+
+    # Flight SQL reads the client's commits at once, and writes after them.
+    with tidelake.Client(srv.uri, user="alice", password="pw") as c:
+        got = sorted((r["id"], r["v"]) for r in c.sql("SELECT id, v FROM rdb.events").to_pylist())
+        assert got == want
+        c.execute("INSERT INTO rdb.events VALUES (100, 'flight')")
+    assert read(cat.get_table("rdb.events")) == sorted(want + [(100, "flight")])
+
+    # An append table too, and the paged listing with a pattern.
+    cat.create_table("rdb.log", Schema.from_pyarrow_schema(PK_SCHEMA), False)
+    write(cat.get_table("rdb.log"), [{"id": 1, "v": "x"}, {"id": 1, "v": "y"}])
+    assert read(cat.get_table("rdb.log")) == [(1, "x"), (1, "y")]
+    tok = token(srv, "alice")
+    status, body = call(url, "GET", "/v1/acme/databases/rdb/tables?maxResults=1", tok)
+    assert status == 200 and body == {"tables": ["events"], "nextPageToken": "events"}
+    status, body = call(url, "GET", "/v1/acme/databases/rdb/tables?maxResults=1&pageToken=events", tok)
+    assert status == 200 and body == {"tables": ["log"], "nextPageToken": None}
+    status, body = call(url, "GET", "/v1/acme/databases/rdb/tables?tableNamePattern=ev%25", tok)
+    assert body["tables"] == ["events"]
+
+
+def test_rest_and_flight_commits_interleave_without_loss(rest):
+    from pypaimon import Schema
+
+    srv, url = rest
+    cat = catalog(url, token(srv, "alice"))
+    cat.create_table("default.mixed", Schema.from_pyarrow_schema(PK_SCHEMA, primary_keys=["id"],
+                                                                options={"bucket": "1"}), False)
+    errors = []
+
+    def rest_writer():
+        try:
+            wcat = catalog(url, token(srv, "wendy"))
+            for i in range(8):
+                write(wcat.get_table("default.mixed"), [{"id": 1000 + i, "v": "rest"}])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=rest_writer)
+    t.start()
+    with tidelake.Client(srv.uri, user="alice", password="pw") as c:
+        for i in range(8):
+            c.execute(f"INSERT INTO default.mixed VALUES ({i}, 'flight')")
+    t.join(timeout=300)
+    assert not errors, errors
+    ids = snapshot_ids(srv, "acme", "default.mixed")
+    # One line of snapshots: contiguous, each commit once (compactions of Flight's writes between).
+    assert ids == list(range(1, ids[-1] + 1)), ids
+    d = srv.warehouse / "tenants" / "acme" / "default.db" / "mixed" / "snapshot"
+    kinds = [json.loads((d / f"snapshot-{i}").read_text())["commitKind"] for i in ids]
+    assert kinds.count("APPEND") == 16, kinds
+    with tidelake.Client(srv.uri, user="alice", password="pw") as c:
+        got = sorted((r["id"], r["v"]) for r in c.sql("SELECT id, v FROM default.mixed").to_pylist())
+    assert got == sorted([(i, "flight") for i in range(8)] + [(1000 + i, "rest") for i in range(8)])
+
+
+def test_bad_input_gets_paimons_status_and_changes_nothing(rest):
+    from pypaimon import Schema
+
+    srv, url = rest
+    alice, mallory, wendy, bob = (token(srv, u) for u in ("alice", "mallory", "wendy", "bob"))
+    cat = catalog(url, alice)
+    cat.create_table("default.guarded", Schema.from_pyarrow_schema(PK_SCHEMA, primary_keys=["id"],
+                                                                  options={"bucket": "1"}), False)
+    write(cat.get_table("default.guarded"), [{"id": 1, "v": "one"}])
+    before = files(srv.warehouse)
+
+    def refused(method, path, tok, status, body=None, raw=None, resource=None):
+        got, err = call(url, method, path, tok, body=body, raw=raw)
+        assert got == status, (method, path, got, err)
+        assert err["code"] == status and err["message"], err
+        if resource:
+            assert err["resourceType"] == resource, err
+        assert str(srv.warehouse) not in err["message"]
+        assert files(srv.warehouse) == before
+
+    # No token, a forged one: 401, /v1/config included.
+    refused("GET", "/v1/config?warehouse=acme", None, 401)
+    refused("GET", "/v1/acme/databases", "not-a-token", 401)
+    # Another tenant's catalog 403, an unknown one 404.
+    refused("GET", "/v1/beta/databases", alice, 403)
+    refused("GET", "/v1/config?warehouse=beta", alice, 403)
+    refused("GET", "/v1/nobody/databases", alice, 404)
+    # Unknown table and database: 404 naming the resource.
+    refused("GET", "/v1/acme/databases/default/tables/nope", alice, 404, resource="TABLE")
+    refused("GET", "/v1/acme/databases/nodb/tables", alice, 404, resource="DATABASE")
+    # Roles: a reader cannot create or commit, a writer cannot create a table.
+    refused("POST", "/v1/acme/databases", mallory, 403, body={"name": "x", "options": None})
+    refused("POST", "/v1/acme/databases/default/tables/guarded/commit", mallory, 403, body={})
+    refused("DELETE", "/v1/acme/databases/default/tables/guarded", wendy, 403)
+    # Malformed bodies: 400.
+    refused("POST", "/v1/acme/databases/default/tables", alice, 400, raw=b"{not json")
+    refused("POST", "/v1/acme/databases/default/tables", alice, 400,
+            body={"identifier": {"database": "default", "object": "bad"},
+                  "schema": {"fields": [{"id": 0, "name": "a", "type": "NO SUCH TYPE"}]}})
+    # A body over the limit: 413.
+    refused("POST", "/v1/acme/databases", alice, 413, raw=b"x" * (5 << 20))
+    # A snapshot that names no files, or skips an id: 400.
+    status, latest = call(url, "GET", "/v1/acme/databases/default/tables/guarded/snapshot", alice)
+    assert status == 200
+    snap = dict(latest["snapshot"]["snapshot"])
+    base = snap["uuid"]
+    bad = dict(snap, id=snap["id"] + 1, uuid="u-bad", deltaManifestList="manifest-list-missing")
+    refused("POST", "/v1/acme/databases/default/tables/guarded/commit", wendy, 400,
+            body={"tableId": None, "baseSnapshotUuid": base, "snapshot": bad})
+    refused("POST", "/v1/acme/databases/default/tables/guarded/commit", wendy, 400,
+            body={"baseSnapshotUuid": base, "snapshot": dict(snap, id=snap["id"] + 5, uuid="u-skip")})
+    # A stale base: 200 {"success": false}, nothing stored.
+    stale = dict(snap, id=snap["id"] + 1, uuid="u-stale")
+    got, body = call(url, "POST", "/v1/acme/databases/default/tables/guarded/commit", wendy,
+                     body={"baseSnapshotUuid": "not-the-latest", "snapshot": stale})
+    assert (got, body) == (200, {"success": False})
+    assert files(srv.warehouse) == before
+    # bob reads his own catalog, not alice's tables.
+    status, body = call(url, "GET", "/v1/config?warehouse=beta", bob)
+    assert status == 200 and body["overrides"]["prefix"] == "beta"
+    status, body = call(url, "GET", "/v1/beta/databases/default/tables", bob)
+    assert status == 200 and "guarded" not in body["tables"]
+    # The server still serves, and the table still reads as before.
+    assert read(catalog(url, alice).get_table("default.guarded")) == [(1, "one")]
