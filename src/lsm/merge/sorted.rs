@@ -200,7 +200,7 @@ pub fn merge_sorted_slices(
         && spec.sequence_columns.is_empty()
         && spec.config.engine == MergeEngine::Deduplicate;
     let keys: Option<Vec<Cow<'_, [i64]>>> = walkable
-        .then(|| slices.iter().map(|b| int_keys(b)).collect())
+        .then(|| slices.iter().map(int_keys).collect())
         .flatten();
     let Some(keys) = keys else {
         return merge_runs(slices, spec);
@@ -357,9 +357,12 @@ mod tests {
             rows(&merge_runs(&runs, &spec_fr).unwrap())
         );
         let only = super::super::tests::run(&[(1, 1, 0, "a"), (2, 2, 2, "b")]);
-        let merged = merge_sorted_slices(&[only.clone()], &spec("deduplicate", false, false))
-            .unwrap()
-            .unwrap();
+        let merged = merge_sorted_slices(
+            std::slice::from_ref(&only),
+            &spec("deduplicate", false, false),
+        )
+        .unwrap()
+        .unwrap();
         // No copy: the same buffers.
         assert_eq!(merged.column(3).to_data(), only.column(3).to_data());
         assert!(std::ptr::eq(

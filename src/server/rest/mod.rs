@@ -221,11 +221,10 @@ fn check_prefix(state: &RestState, principal: &Principal, prefix: &str) -> Resul
 /// Readers read; writers may also commit data; everything else that changes the catalog (DDL,
 /// tags, branches, rollback) needs admin.
 fn check_role(principal: &Principal, method: &Method, route: &Route) -> Result<(), RestError> {
-    let allowed = match (route::needs(method, route), principal.role) {
-        (None, _) | (_, Role::Admin) => true,
-        (Some(false), Role::Writer) => true,
-        _ => false,
-    };
+    let allowed = matches!(
+        (route::needs(method, route), principal.role),
+        (None, _) | (_, Role::Admin) | (Some(false), Role::Writer)
+    );
     if allowed {
         return Ok(());
     }
