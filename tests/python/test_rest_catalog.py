@@ -259,3 +259,63 @@ def test_bad_input_gets_paimons_status_and_changes_nothing(rest):
     assert status == 200 and "guarded" not in body["tables"]
     # The server still serves, and the table still reads as before.
     assert read(catalog(url, alice).get_table("default.guarded")) == [(1, "one")]
+
+
+def test_alter_tags_rollback_and_a_subscription_over_rest_commits(rest):
+    from pypaimon import Schema
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange
+    from pypaimon.table.instant import Instant
+
+    srv, url = rest
+    cat = catalog(url, token(srv, "alice"))
+    cat.create_table("default.evolving", Schema.from_pyarrow_schema(PK_SCHEMA, primary_keys=["id"],
+                                                                   options={"bucket": "1"}), False)
+    write(cat.get_table("default.evolving"), [{"id": 1, "v": "one"}])
+    write(cat.get_table("default.evolving"), [{"id": 2, "v": "two"}])
+
+    # A subscription from the first snapshot sees both REST commits, in order.
+    sub = tidelake.subscribe(srv.uri, "default.evolving", user="alice", password="pw",
+                             start="from-snapshot", snapshot_id=1, end_snapshot_id=2)
+    changes = [(k, i) for b in sub for k, i in zip(b.column(0).to_pylist(), b.column(1).to_pylist())]
+    assert changes == [("+I", 1), ("+I", 2)], changes
+
+    # Tags: create at snapshot 1, list, get, and the client's own tag calls.
+    cat.create_tag("default.evolving", "v1", snapshot_id=1)
+    tok = token(srv, "alice")
+    status, body = call(url, "GET", "/v1/acme/databases/default/tables/evolving/tags", tok)
+    assert (status, body) == (200, {"tags": ["v1"], "nextPageToken": None})
+    assert cat.get_tag("default.evolving", "v1").snapshot.id == 1
+    status, body = call(url, "POST", "/v1/acme/databases/default/tables/evolving/tags", tok,
+                        body={"tagName": "v1", "snapshotId": 2, "timeRetained": None})
+    assert status == 409 and body["resourceType"] == "TAG", body
+    status, body = call(url, "POST", "/v1/acme/databases/default/tables/evolving/tags", tok,
+                        body={"tagName": "v9", "snapshotId": 99, "timeRetained": None})
+    assert status == 404 and body["resourceType"] == "SNAPSHOT", body
+
+    # Alter: add a column; pypaimon and Flight read the new schema.
+    cat.alter_table("default.evolving", [SchemaChange.add_column("note", AtomicType("STRING")),
+                                         SchemaChange.set_option("snapshot.num-retained.min", "5")], False)
+    table = cat.get_table("default.evolving")
+    assert [f.name for f in table.table_schema.fields] == ["id", "v", "note"]
+    status, body = call(url, "POST", "/v1/acme/databases/default/tables/evolving", tok,
+                        body={"changes": [{"action": "dropColumn", "fieldNames": ["id"]}]})
+    assert status == 400, body  # a primary-key column
+    status, body = call(url, "POST", "/v1/acme/databases/default/tables/evolving", tok,
+                        body={"changes": [{"action": "noSuchChange"}]})
+    assert status == 400, body
+    with tidelake.Client(srv.uri, user="alice", password="pw") as c:
+        rows = c.sql("SELECT id, v, note FROM default.evolving").to_pylist()
+        assert sorted((r["id"], r["v"], r["note"]) for r in rows) == [(1, "one", None), (2, "two", None)]
+
+    # Rollback to the tag: the table reads as at snapshot 1; a stale fromSnapshot is refused.
+    status, body = call(url, "POST", "/v1/acme/databases/default/tables/evolving/rollback", tok,
+                        body={"instant": {"type": "snapshot", "snapshotId": 1}, "fromSnapshot": 7})
+    assert status == 409, body
+    cat.rollback_to("default.evolving", Instant.tag("v1"))
+    assert read(cat.get_table("default.evolving")) == [(1, "one")]
+    with tidelake.Client(srv.uri, user="alice", password="pw") as c:
+        assert [r["id"] for r in c.sql("SELECT id FROM default.evolving").to_pylist()] == [1]
+    cat.delete_tag("default.evolving", "v1")
+    status, body = call(url, "GET", "/v1/acme/databases/default/tables/evolving/tags/v1", tok)
+    assert status == 404 and body["resourceType"] == "TAG", body

@@ -115,17 +115,101 @@ pub(super) async fn dispatch(
             let table = load(catalog, &db, &t).await?;
             commit(catalog, &table, body).await
         }
+        (&Method::POST, Route::Rollback(db, t)) => {
+            let table = load(catalog, &db, &t).await?;
+            rollback(&table, body).await
+        }
+        (&Method::GET, Route::Tags(db, t, None)) => {
+            let table = load(catalog, &db, &t).await?;
+            let names: Vec<String> = table
+                .list_tags()
+                .await?
+                .into_iter()
+                .map(|(name, _)| name)
+                .filter(|n| q.get("tagNamePrefix").is_none_or(|p| n.starts_with(p)))
+                .collect();
+            let (page, next) = page(names, None, q.get("pageToken"), q.max_results()?);
+            ok(json!({"tags": page, "nextPageToken": next}))
+        }
+        (&Method::POST, Route::Tags(db, t, None)) => {
+            let table = load(catalog, &db, &t).await?;
+            let req: CreateTag = parse_body(body)?;
+            if req.time_retained.is_some() {
+                return Err(RestError::new(
+                    ErrorKind::Unsupported,
+                    format!("tag '{}' of '{db}.{t}': timeRetained is not supported (tags are kept until deleted)", req.tag_name),
+                ));
+            }
+            table
+                .create_tag(&req.tag_name, req.snapshot_id)
+                .await
+                .map_err(|e| match req.snapshot_id {
+                    Some(id) if e.kind() == ErrorKind::NotFound => {
+                        RestError::from(e).about("SNAPSHOT", id.to_string())
+                    }
+                    _ => about(e, "TAG", &req.tag_name),
+                })?;
+            ok(json!({}))
+        }
+        (&Method::GET, Route::Tags(db, t, Some(tag))) => {
+            let table = load(catalog, &db, &t).await?;
+            let tags = table.list_tags().await?;
+            let Some((_, snapshot)) = tags.into_iter().find(|(n, _)| *n == tag) else {
+                return Err(RestError::new(
+                    ErrorKind::NotFound,
+                    format!("table '{db}.{t}' has no tag '{tag}'"),
+                )
+                .about("TAG", tag));
+            };
+            ok(json!({
+                "tagName": tag,
+                "snapshot": snapshot,
+                "tagCreateTime": null,
+                "tagTimeRetained": null,
+            }))
+        }
+        (&Method::DELETE, Route::Tags(db, t, Some(tag))) => {
+            let table = load(catalog, &db, &t).await?;
+            table
+                .delete_tag(&tag)
+                .await
+                .map_err(|e| about(e, "TAG", &tag))?;
+            ok(json!({}))
+        }
+        (&Method::POST, Route::Table(db, t)) => {
+            let req: AlterTable = parse_body(body)?;
+            let id = Identifier::new(db, t);
+            let table = load(catalog, &id.database, &id.table).await?;
+            let changes = req
+                .changes
+                .iter()
+                .map(|c| schema_change(c, &table))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|m| {
+                    RestError::new(ErrorKind::InvalidArgument, format!("table '{id}': {m}"))
+                })?;
+            if changes.is_empty() {
+                return Err(RestError::new(
+                    ErrorKind::InvalidArgument,
+                    format!("table '{id}': no schema change given"),
+                ));
+            }
+            catalog
+                .alter_table(&id, &changes)
+                .await
+                .map_err(|e| about(e, "TABLE", &id.to_string()))?;
+            ok(json!({}))
+        }
         (_, Route::TableResource(db, t, what)) => Err(RestError::new(
             ErrorKind::Unsupported,
-            format!("{method} {what} of table '{db}.{t}' is not served by this catalog yet"),
+            format!(
+                "{method} {} of table '{db}.{t}' is not served by this catalog yet",
+                what.join("/")
+            ),
         )),
         (&Method::POST, Route::Database(db)) => Err(RestError::new(
             ErrorKind::Unsupported,
             format!("database options are not kept by tidelake (database '{db}')"),
-        )),
-        (&Method::POST, Route::Table(db, t)) => Err(RestError::new(
-            ErrorKind::Unsupported,
-            format!("altering table '{db}.{t}' through the REST catalog is not served yet"),
         )),
         (method, route) => Err(RestError::new(
             ErrorKind::InvalidArgument,
@@ -584,6 +668,186 @@ async fn commit(catalog: &Catalog, table: &Table, body: &[u8]) -> Result<Respons
     crate::table::changelog::notify_commit();
     tracing::info!(table = %name, snapshot = snapshot.id, "committed through the REST catalog");
     ok(json!({"success": true}))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateTag {
+    tag_name: String,
+    #[serde(default)]
+    snapshot_id: Option<i64>,
+    #[serde(default)]
+    time_retained: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct AlterTable {
+    changes: Vec<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum Instant {
+    #[serde(rename_all = "camelCase")]
+    Snapshot { snapshot_id: i64 },
+    #[serde(rename_all = "camelCase")]
+    Tag { tag_name: String },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Rollback {
+    instant: Instant,
+    #[serde(default)]
+    from_snapshot: Option<i64>,
+}
+
+/// `POST …/rollback`: to a snapshot or a tag; with `fromSnapshot`, only while that is still the
+/// latest snapshot.
+async fn rollback(table: &Table, body: &[u8]) -> Result<Response, RestError> {
+    use crate::table::lifecycle::RollbackTarget;
+    let req: Rollback = parse_body(body)?;
+    let name = table.identifier().to_string();
+    if let Some(from) = req.from_snapshot {
+        let latest = table.snapshot_manager().latest_id().await?;
+        if latest != Some(from) {
+            return Err(RestError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "table '{name}': the latest snapshot is {}, not {from}; nothing rolled back",
+                    latest.map_or("none".to_string(), |l| l.to_string())
+                ),
+            ));
+        }
+    }
+    let (target, resource, what) = match req.instant {
+        Instant::Snapshot { snapshot_id } => (
+            RollbackTarget::Snapshot(snapshot_id),
+            "SNAPSHOT",
+            snapshot_id.to_string(),
+        ),
+        Instant::Tag { tag_name } => (RollbackTarget::Tag(tag_name.clone()), "TAG", tag_name),
+    };
+    table
+        .rollback_to(target)
+        .await
+        .map_err(|e| about(e, resource, &what))?;
+    crate::table::changelog::notify_commit();
+    ok(json!({}))
+}
+
+/// One of Paimon's `SchemaChange` JSON objects (`action` names the kind) as tidelake's.
+pub(crate) fn schema_change(
+    change: &Value,
+    table: &Table,
+) -> Result<crate::schema::change::SchemaChange, String> {
+    use crate::schema::change::{ColumnMove, SchemaChange};
+    let text = |key: &str| -> Result<String, String> {
+        change
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("schema change {change}: no string '{key}'"))
+    };
+    let opt_text = |key: &str| change.get(key).and_then(Value::as_str).map(str::to_string);
+    let column = || -> Result<String, String> {
+        let names = change
+            .get("fieldNames")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("schema change {change}: no 'fieldNames'"))?;
+        match names.as_slice() {
+            [one] => one
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("schema change {change}: a field name is not a string")),
+            _ => Err(format!(
+                "schema change {change}: only top-level columns can be changed"
+            )),
+        }
+    };
+    let data_type = |key: &str| -> Result<crate::spec::DataType, String> {
+        let v = change
+            .get(key)
+            .ok_or_else(|| format!("schema change {change}: no '{key}'"))?;
+        serde_json::from_value(v.clone()).map_err(|e| format!("schema change {change}: {e}"))
+    };
+    let position = |key: &str| -> Result<Option<ColumnMove>, String> {
+        let Some(m) = change.get(key).filter(|m| !m.is_null()) else {
+            return Ok(None);
+        };
+        let reference = m
+            .get("referenceFieldName")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let kind = m.get("type").and_then(Value::as_str).unwrap_or("");
+        match (kind, reference) {
+            ("FIRST", _) => Ok(Some(ColumnMove::First)),
+            ("LAST", _) => Ok(Some(ColumnMove::Last)),
+            ("AFTER", Some(r)) => Ok(Some(ColumnMove::After(r))),
+            ("BEFORE", Some(r)) => Ok(Some(ColumnMove::Before(r))),
+            _ => Err(format!("schema change {change}: unknown move {m}")),
+        }
+    };
+    let action = text("action")?;
+    Ok(match action.as_str() {
+        "setOption" => SchemaChange::SetOption {
+            key: text("key")?,
+            value: text("value")?,
+        },
+        "removeOption" => SchemaChange::RemoveOption { key: text("key")? },
+        "updateComment" => SchemaChange::UpdateComment {
+            comment: opt_text("comment"),
+        },
+        "addColumn" => SchemaChange::AddColumn {
+            name: column()?,
+            data_type: data_type("dataType")?,
+            comment: opt_text("comment"),
+            position: position("move")?,
+        },
+        "renameColumn" => SchemaChange::RenameColumn {
+            name: column()?,
+            new_name: text("newName")?,
+        },
+        "dropColumn" => SchemaChange::DropColumn { name: column()? },
+        "updateColumnType" => {
+            let name = column()?;
+            let mut data_type = data_type("newDataType")?;
+            if change.get("keepNullability").and_then(Value::as_bool) == Some(true) {
+                let current = table
+                    .schema()
+                    .field(&name)
+                    .ok_or_else(|| format!("no column '{name}'"))?;
+                data_type = data_type.with_nullable(current.data_type.nullable);
+            }
+            SchemaChange::UpdateColumnType { name, data_type }
+        }
+        "updateColumnNullability" => SchemaChange::UpdateColumnNullability {
+            name: column()?,
+            nullable: change
+                .get("newNullability")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| format!("schema change {change}: no boolean 'newNullability'"))?,
+        },
+        "updateColumnComment" => SchemaChange::UpdateColumnComment {
+            name: column()?,
+            comment: opt_text("newComment"),
+        },
+        "updateColumnPosition" => {
+            let m = change
+                .get("move")
+                .ok_or_else(|| format!("schema change {change}: no 'move'"))?;
+            let name = m
+                .get("fieldName")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("schema change {change}: no 'move.fieldName'"))?;
+            SchemaChange::UpdateColumnPosition {
+                name: name.to_string(),
+                position: position("move")?
+                    .ok_or_else(|| format!("schema change {change}: no move"))?,
+            }
+        }
+        other => return Err(format!("schema change '{other}' is not supported")),
+    })
 }
 
 #[cfg(test)]

@@ -254,7 +254,10 @@ fn route_name(route: &Route) -> String {
         Route::RenameTable => "rename".into(),
         Route::Commit(d, t) => format!("a commit to '{d}.{t}'"),
         Route::Snapshot(d, t) => format!("the snapshot of '{d}.{t}'"),
-        Route::TableResource(d, t, what) => format!("{what} of '{d}.{t}'"),
+        Route::Rollback(d, t) => format!("a rollback of '{d}.{t}'"),
+        Route::Tags(d, t, None) => format!("the tags of '{d}.{t}'"),
+        Route::Tags(d, t, Some(tag)) => format!("tag '{tag}' of '{d}.{t}'"),
+        Route::TableResource(d, t, what) => format!("{} of '{d}.{t}'", what.join("/")),
     }
 }
 

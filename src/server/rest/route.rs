@@ -16,8 +16,11 @@ pub(crate) enum Route {
     RenameTable,
     Commit(String, String),
     Snapshot(String, String),
-    /// Any other resource of a table (`rollback`, `tags`, `token`, `partitions`, `branches`, …).
-    TableResource(String, String, String),
+    Rollback(String, String),
+    /// The table's tags, or one (`Some(name)`).
+    Tags(String, String, Option<String>),
+    /// Any other resource of a table (`token`, `partitions`, `branches`, …): its path segments.
+    TableResource(String, String, Vec<String>),
 }
 
 /// A request's route and the catalog prefix it names (`None`: no prefix segment).
@@ -66,9 +69,18 @@ pub(crate) fn parse(path: &str) -> Option<Routed> {
         ["databases", db, "tables", t, "snapshot"] => {
             Route::Snapshot(db.to_string(), t.to_string())
         }
-        ["databases", db, "tables", t, what, ..] => {
-            Route::TableResource(db.to_string(), t.to_string(), what.to_string())
+        ["databases", db, "tables", t, "rollback"] => {
+            Route::Rollback(db.to_string(), t.to_string())
         }
+        ["databases", db, "tables", t, "tags"] => Route::Tags(db.to_string(), t.to_string(), None),
+        ["databases", db, "tables", t, "tags", tag] => {
+            Route::Tags(db.to_string(), t.to_string(), Some(tag.to_string()))
+        }
+        ["databases", db, "tables", t, rest @ ..] => Route::TableResource(
+            db.to_string(),
+            t.to_string(),
+            rest.iter().map(|s| s.to_string()).collect(),
+        ),
         ["tables", "rename"] => Route::RenameTable,
         _ => return None,
     };
@@ -131,10 +143,21 @@ mod tests {
             Some((Some("databases".into()), Route::Database("d".into())))
         );
         assert_eq!(
-            route("/v1/p/databases/d/tables/t/tags/v1"),
+            route("/v1/p/databases/d/tables/t/tags/v+1"),
             Some((
                 Some("p".into()),
-                Route::TableResource("d".into(), "t".into(), "tags".into())
+                Route::Tags("d".into(), "t".into(), Some("v 1".into()))
+            ))
+        );
+        assert_eq!(
+            route("/v1/p/databases/d/tables/t/branches/b/forward"),
+            Some((
+                Some("p".into()),
+                Route::TableResource(
+                    "d".into(),
+                    "t".into(),
+                    vec!["branches".into(), "b".into(), "forward".into()]
+                )
             ))
         );
     }
