@@ -22,9 +22,19 @@ import tidelake
 
 from test_hostile import files
 
+HS_ISSUER = "https://hs.example.test"
+HS_SECRET = "an HS256 secret of well over thirty-two bytes"
+
 CONFIG = """
 [rest]
 listen = "127.0.0.1:0"
+[[auth.issuers]]
+issuer = "https://hs.example.test"
+audience = "tidelake"
+algorithms = ["HS256"]
+hs256_secret_env = "TIDELAKE_TEST_HS_SECRET"
+tenant_claim = "tenant"
+leeway_seconds = 0
 [[tenants]]
 name = "acme"
 [[tenants]]
@@ -59,7 +69,8 @@ def rest(tmp_path_factory):
     """(server, REST base URL)."""
     from conftest import start_configured, stop_cleanly
 
-    srv = start_configured(tmp_path_factory.mktemp("rest"), CONFIG, "rest server")
+    srv = start_configured(tmp_path_factory.mktemp("rest"), CONFIG, "rest server",
+                           env_extra={"TIDELAKE_TEST_HS_SECRET": HS_SECRET})
     for _ in range(100):
         if srv.extra_stdout:
             break
@@ -79,6 +90,16 @@ def token(srv, user):
     _, value = client.authenticate_basic_token(user, "pw")
     client.close()
     return value.decode().split(" ", 1)[1]
+
+
+def idp_token(exp_in, roles=("admin",), tenant="acme"):
+    """An identity provider's HS256 JWT for `ann`, expiring `exp_in` seconds from now."""
+    import jwt
+
+    now = int(time.time())
+    return jwt.encode({"iss": HS_ISSUER, "aud": "tidelake", "sub": "ann", "iat": now - 60,
+                       "exp": now + exp_in, "roles": list(roles), "tenant": tenant},
+                      HS_SECRET, algorithm="HS256")
 
 
 def catalog(url, tok, warehouse="acme"):
@@ -215,9 +236,15 @@ def test_bad_input_gets_paimons_status_and_changes_nothing(rest):
         assert str(srv.warehouse) not in err["message"]
         assert files(srv.warehouse) == before
 
-    # No token, a forged one: 401, /v1/config included.
+    # No token, a forged one, an expired one: 401, /v1/config included.
     refused("GET", "/v1/config?warehouse=acme", None, 401)
     refused("GET", "/v1/acme/databases", "not-a-token", 401)
+    refused("GET", "/v1/config?warehouse=acme", idp_token(-30), 401)
+    refused("GET", "/v1/acme/databases", idp_token(-30), 401)
+    # The identity provider's valid token works, as its tenant and role say.
+    assert read(catalog(url, idp_token(300, roles=("reader",))).get_table("default.guarded")) == [(1, "one")]
+    refused("POST", "/v1/acme/databases", idp_token(300, roles=("reader",)), 403, body={"name": "y"})
+    refused("GET", "/v1/acme/databases", idp_token(300, tenant="beta"), 403)
     # Another tenant's catalog 403, an unknown one 404.
     refused("GET", "/v1/beta/databases", alice, 403)
     refused("GET", "/v1/config?warehouse=beta", alice, 403)
