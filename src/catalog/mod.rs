@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use snafu::ResultExt;
+
 use crate::clock::Clock;
 use crate::error::{AlreadyExistsSnafu, InvalidArgumentSnafu, NotFoundSnafu, Result};
 use crate::io::FileIo;
@@ -263,6 +265,17 @@ impl Catalog {
 
     /// Creates a database. Object stores have no directories, so a marker file keeps it visible.
     pub async fn create_database(&self, db: &str, ignore_if_exists: bool) -> Result<()> {
+        self.create_database_with(db, &BTreeMap::new(), ignore_if_exists)
+            .await
+    }
+
+    /// [`Self::create_database`] with options, kept (as JSON) in the database's marker file.
+    pub async fn create_database_with(
+        &self,
+        db: &str,
+        options: &BTreeMap<String, String>,
+        ignore_if_exists: bool,
+    ) -> Result<()> {
         validate_name("database", db)?;
         if self.database_exists(db).await? {
             if ignore_if_exists {
@@ -273,8 +286,63 @@ impl Catalog {
             }
             .fail();
         }
-        let marker = format!("{}/.tidelake-database", Self::db_path(db));
-        self.io.write(&marker, bytes::Bytes::new()).await
+        self.write_database_options(db, options).await
+    }
+
+    fn marker(db: &str) -> String {
+        format!("{}/.tidelake-database", Self::db_path(db))
+    }
+
+    async fn write_database_options(
+        &self,
+        db: &str,
+        options: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        let body = if options.is_empty() {
+            bytes::Bytes::new()
+        } else {
+            bytes::Bytes::from(
+                serde_json::to_vec(options).context(crate::error::JsonSnafu {
+                    path: Self::marker(db),
+                })?,
+            )
+        };
+        self.io.write(&Self::marker(db), body).await
+    }
+
+    /// A database's options (none for a database without a marker, as Paimon's make).
+    pub async fn database_options(&self, db: &str) -> Result<BTreeMap<String, String>> {
+        if !self.database_exists(db).await? {
+            return NotFoundSnafu {
+                message: format!("database '{db}' does not exist"),
+            }
+            .fail();
+        }
+        let marker = Self::marker(db);
+        if !self.io.exists(&marker).await? {
+            return Ok(BTreeMap::new());
+        }
+        let raw = self.io.read(&marker).await?;
+        if raw.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        serde_json::from_slice(&raw).context(crate::error::JsonSnafu { path: marker })
+    }
+
+    /// Sets and removes options of a database (the last writer wins when two alter at once).
+    pub async fn alter_database(
+        &self,
+        db: &str,
+        removals: &[String],
+        updates: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>> {
+        let mut options = self.database_options(db).await?;
+        for k in removals {
+            options.remove(k);
+        }
+        options.extend(updates.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.write_database_options(db, &options).await?;
+        Ok(options)
     }
 
     pub async fn drop_database(&self, db: &str, cascade: bool) -> Result<()> {

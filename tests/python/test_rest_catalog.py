@@ -346,3 +346,55 @@ def test_alter_tags_rollback_and_a_subscription_over_rest_commits(rest):
     cat.delete_tag("default.evolving", "v1")
     status, body = call(url, "GET", "/v1/acme/databases/default/tables/evolving/tags/v1", tok)
     assert status == 404 and body["resourceType"] == "TAG", body
+
+
+def test_database_options_and_branches(rest):
+    from pypaimon import Schema
+
+    srv, url = rest
+    tok = token(srv, "alice")
+    cat = catalog(url, tok)
+    cat.create_database("opts", False, {"team": "a", "tier": "gold"})
+
+    def options():
+        status, body = call(url, "GET", "/v1/acme/databases/opts", tok)
+        assert status == 200 and body["name"] == "opts", body
+        return body["options"]
+
+    assert options() == {"team": "a", "tier": "gold"}
+    assert cat.get_database("opts").options["tier"] == "gold"
+    status, body = call(url, "POST", "/v1/acme/databases/opts", tok,
+                        body={"removals": ["tier", "nope"], "updates": {"sla": "24h"}})
+    assert status == 200 and body == {"removed": ["tier"], "updated": ["sla"], "missing": ["nope"]}, body
+    assert options() == {"team": "a", "sla": "24h"}
+    refused_status, _ = call(url, "POST", "/v1/acme/databases/opts", token(srv, "wendy"),
+                             body={"removals": [], "updates": {"x": "y"}})
+    assert refused_status == 403
+    assert options() == {"team": "a", "sla": "24h"}
+
+    # Branches: create from a tag, write the branch through REST commits, fast-forward main.
+    cat.create_table("opts.b", Schema.from_pyarrow_schema(PK_SCHEMA, primary_keys=["id"],
+                                                          options={"bucket": "1"}), False)
+    write(cat.get_table("opts.b"), [{"id": 1, "v": "main"}])
+    cat.create_tag("opts.b", "t1", snapshot_id=1)
+    status, _ = call(url, "POST", "/v1/acme/databases/opts/tables/b/branches", tok,
+                     body={"branch": "dev", "fromTag": "t1"})
+    assert status == 200
+    status, body = call(url, "POST", "/v1/acme/databases/opts/tables/b/branches", tok,
+                        body={"branch": "dev", "fromTag": None})
+    assert status == 409 and body["resourceType"] == "BRANCH", body
+    status, body = call(url, "POST", "/v1/acme/databases/opts/tables/b/branches", tok,
+                        body={"branch": "x", "fromTag": "nope"})
+    assert status == 404 and body["resourceType"] == "TAG", body
+    assert call(url, "GET", "/v1/acme/databases/opts/tables/b/branches", tok) == (200, {"branches": ["dev"]})
+    write(cat.get_table("opts.b$branch_dev"), [{"id": 2, "v": "dev"}])
+    assert read(cat.get_table("opts.b$branch_dev")) == [(1, "main"), (2, "dev")]
+    assert read(cat.get_table("opts.b")) == [(1, "main")]
+    status, _ = call(url, "POST", "/v1/acme/databases/opts/tables/b/branches/dev/forward", tok, body={})
+    assert status == 200
+    with tidelake.Client(srv.uri, user="alice", password="pw") as c:
+        got = sorted((r["id"], r["v"]) for r in c.sql("SELECT id, v FROM opts.b").to_pylist())
+    assert got == [(1, "main"), (2, "dev")]
+    status, _ = call(url, "DELETE", "/v1/acme/databases/opts/tables/b/branches/dev", tok)
+    assert status == 200
+    assert call(url, "GET", "/v1/acme/databases/opts/tables/b/branches", tok) == (200, {"branches": []})

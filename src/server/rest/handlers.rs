@@ -48,18 +48,21 @@ pub(super) async fn dispatch(
         (&Method::POST, Route::Databases) => {
             let req: CreateDatabase = parse_body(body)?;
             catalog
-                .create_database(&req.name, false)
+                .create_database_with(&req.name, &req.options.unwrap_or_default(), false)
                 .await
                 .map_err(|e| about(e, "DATABASE", &req.name))?;
             ok(json!({}))
         }
         (&Method::GET, Route::Database(db)) => {
-            exists(catalog, &db).await?;
+            let options = catalog
+                .database_options(&db)
+                .await
+                .map_err(|e| about(e, "DATABASE", &db))?;
             ok(json!({
                 "id": db,
                 "name": db,
                 "location": location(catalog, &format!("{db}.db")),
-                "options": {},
+                "options": options,
             }))
         }
         (&Method::DELETE, Route::Database(db)) => {
@@ -200,6 +203,12 @@ pub(super) async fn dispatch(
                 .map_err(|e| about(e, "TABLE", &id.to_string()))?;
             ok(json!({}))
         }
+        (_, Route::TableResource(db, t, what))
+            if what.first().map(String::as_str) == Some("branches") =>
+        {
+            let table = load(catalog, &db, &t).await?;
+            branches(&table, method, &what[1..], body).await
+        }
         (_, Route::TableResource(db, t, what)) => Err(RestError::new(
             ErrorKind::Unsupported,
             format!(
@@ -207,10 +216,24 @@ pub(super) async fn dispatch(
                 what.join("/")
             ),
         )),
-        (&Method::POST, Route::Database(db)) => Err(RestError::new(
-            ErrorKind::Unsupported,
-            format!("database options are not kept by tidelake (database '{db}')"),
-        )),
+        (&Method::POST, Route::Database(db)) => {
+            let req: AlterDatabase = parse_body(body)?;
+            let before = catalog
+                .database_options(&db)
+                .await
+                .map_err(|e| about(e, "DATABASE", &db))?;
+            catalog
+                .alter_database(&db, &req.removals, &req.updates)
+                .await
+                .map_err(|e| about(e, "DATABASE", &db))?;
+            let (removed, missing): (Vec<&String>, Vec<&String>) =
+                req.removals.iter().partition(|k| before.contains_key(*k));
+            ok(json!({
+                "removed": removed,
+                "updated": req.updates.keys().collect::<Vec<_>>(),
+                "missing": missing,
+            }))
+        }
         (method, route) => Err(RestError::new(
             ErrorKind::InvalidArgument,
             format!(
@@ -423,6 +446,16 @@ async fn table_response(catalog: &Catalog, table: &Table) -> Result<Value, RestE
 #[derive(Deserialize)]
 struct CreateDatabase {
     name: String,
+    #[serde(default)]
+    options: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct AlterDatabase {
+    #[serde(default)]
+    removals: Vec<String>,
+    #[serde(default)]
+    updates: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -734,6 +767,71 @@ async fn rollback(table: &Table, body: &[u8]) -> Result<Response, RestError> {
         .map_err(|e| about(e, resource, &what))?;
     crate::table::changelog::notify_commit();
     ok(json!({}))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateBranch {
+    branch: String,
+    #[serde(default)]
+    from_tag: Option<String>,
+}
+
+/// `…/branches`: list (`GET`), create (`POST`, optionally from a tag), drop (`DELETE
+/// branches/{b}`) and fast-forward main to a branch (`POST branches/{b}/forward`). Renaming a
+/// branch is not supported by tidelake's branches (501).
+async fn branches(
+    table: &Table,
+    method: &Method,
+    rest: &[String],
+    body: &[u8],
+) -> Result<Response, RestError> {
+    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+    match (method, rest.as_slice()) {
+        (&Method::GET, []) => {
+            let names: Vec<String> = table
+                .branches()
+                .await?
+                .into_iter()
+                .map(|b| b.name)
+                .collect();
+            ok(json!({ "branches": names }))
+        }
+        (&Method::POST, []) => {
+            let req: CreateBranch = parse_body(body)?;
+            table
+                .create_branch(&req.branch, req.from_tag.as_deref())
+                .await
+                .map_err(|e| match (&req.from_tag, e.kind()) {
+                    (Some(tag), ErrorKind::NotFound) => RestError::from(e).about("TAG", tag),
+                    _ => about(e, "BRANCH", &req.branch),
+                })?;
+            ok(json!({}))
+        }
+        (&Method::DELETE, [branch]) => {
+            table
+                .delete_branch(branch)
+                .await
+                .map_err(|e| about(e, "BRANCH", branch))?;
+            ok(json!({}))
+        }
+        (&Method::POST, [branch, "forward"]) => {
+            table
+                .fast_forward(branch)
+                .await
+                .map_err(|e| about(e, "BRANCH", branch))?;
+            crate::table::changelog::notify_commit();
+            ok(json!({}))
+        }
+        _ => Err(RestError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{method} branches/{} of table '{}' is not supported",
+                rest.join("/"),
+                table.identifier()
+            ),
+        )),
+    }
 }
 
 /// One of Paimon's `SchemaChange` JSON objects (`action` names the kind) as tidelake's.
