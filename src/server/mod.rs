@@ -484,7 +484,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             Some((l, local))
         }
     };
-    let auth = Arc::clone(&opened.0);
+    let (auth, audit) = (Arc::clone(&opened.0), opened.1.clone());
     let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     let (rest_stop, rest_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = run_opened(listener, &options, opened, shutdown_signal()?);
@@ -508,7 +508,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         }))
     });
     let rest = rest.map(|(l, _)| {
-        tokio::spawn(rest::serve(l, auth, async move {
+        tokio::spawn(rest::serve(l, auth, audit, async move {
             let _ = rest_stopped.await;
         }))
     });

@@ -28,6 +28,8 @@ HS_SECRET = "an HS256 secret of well over thirty-two bytes"
 CONFIG = """
 [rest]
 listen = "127.0.0.1:0"
+[audit]
+file = "audit.log"
 [[auth.issuers]]
 issuer = "https://hs.example.test"
 audience = "tidelake"
@@ -69,8 +71,9 @@ def rest(tmp_path_factory):
     """(server, REST base URL)."""
     from conftest import start_configured, stop_cleanly
 
-    srv = start_configured(tmp_path_factory.mktemp("rest"), CONFIG, "rest server",
-                           env_extra={"TIDELAKE_TEST_HS_SECRET": HS_SECRET})
+    tmp = tmp_path_factory.mktemp("rest")
+    srv = start_configured(tmp, CONFIG, "rest server", env_extra={"TIDELAKE_TEST_HS_SECRET": HS_SECRET})
+    srv.audit_log = tmp / "audit.log"
     for _ in range(100):
         if srv.extra_stdout:
             break
@@ -398,3 +401,25 @@ def test_database_options_and_branches(rest):
     status, _ = call(url, "DELETE", "/v1/acme/databases/opts/tables/b/branches/dev", tok)
     assert status == 200
     assert call(url, "GET", "/v1/acme/databases/opts/tables/b/branches", tok) == (200, {"branches": []})
+
+
+def test_every_rest_call_gets_an_audit_line_without_its_token(rest):
+    srv, url = rest
+    tok = token(srv, "wendy")
+    call(url, "GET", "/v1/acme/databases/default/tables", tok)
+    call(url, "POST", "/v1/acme/databases", tok, body={"name": "nope"})
+    call(url, "GET", "/v1/acme/databases", "forged-token-text")
+    want = [("REST GET tables", "default", "wendy", "OK"), ("REST POST databases", None, "wendy", "Forbidden"),
+            ("REST GET", None, None, "Unauthorized")]
+    deadline = time.monotonic() + 10
+    while True:
+        text = srv.audit_log.read_text() if srv.audit_log.exists() else ""
+        lines = [json.loads(line) for line in text.splitlines()]
+        got = [(r["method"], r["object"], r["subject"], r["status"]) for r in lines[-3:]]
+        if got == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert got == want, lines[-5:]
+    assert lines[-3]["tenant"] == "acme" and lines[-3]["peer"].startswith("127.0.0.1:")
+    assert "token" in lines[-1]["auth"]
+    assert tok not in text and "forged-token-text" not in text

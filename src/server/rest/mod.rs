@@ -9,21 +9,25 @@
 //!
 //! This module owns the HTTP side: routing ([`route`]), credentials, roles, body limits, and the
 //! one mapping from tidelake errors to HTTP statuses and Paimon's error body
-//! `{message, code, resourceType, resourceName}` ([`http_status`]). The catalog work is in
-//! [`handlers`].
+//! `{message, code, resourceType, resourceName}` ([`http_status`]), and an audit line per request
+//! (`REST <METHOD> <resource>`, its table or database, the HTTP reason phrase). The catalog work
+//! is in [`handlers`].
 
 mod handlers;
 pub(crate) mod route;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::{Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::net::TcpListener;
 
+use super::audit::{now_rfc3339, Audit, Record};
 use super::auth::{Authenticator, Principal};
 use crate::error::{Error, ErrorKind};
 use crate::sql::Role;
@@ -120,22 +124,26 @@ pub(crate) fn json_response(status: StatusCode, body: &serde_json::Value) -> Res
         .into_response()
 }
 
-/// What every handler gets: the server's authenticator (and through it the tenants).
+/// What every handler gets: the server's authenticator (and through it the tenants), and where
+/// audit lines go.
 #[derive(Clone)]
 struct RestState {
     auth: Arc<Authenticator>,
+    audit: Audit,
 }
 
 /// Serves the REST catalog on `listener` until `stop` completes.
 pub(crate) async fn serve(
     listener: TcpListener,
     auth: Arc<Authenticator>,
+    audit: Audit,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let router = axum::Router::new()
         .fallback(handle)
-        .with_state(RestState { auth });
-    if let Err(e) = axum::serve(listener, router)
+        .with_state(RestState { auth, audit });
+    let service = router.into_make_service_with_connect_info::<SocketAddr>();
+    if let Err(e) = axum::serve(listener, service)
         .with_graceful_shutdown(stop)
         .await
     {
@@ -143,13 +151,33 @@ pub(crate) async fn serve(
     }
 }
 
+/// Answers one request and writes its audit line (as the gate does for Flight calls: who, what,
+/// the status, never the token or the body).
 async fn handle(
     axum::extract::State(state): axum::extract::State<RestState>,
     request: Request<Body>,
 ) -> Response {
+    let started = std::time::Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();
-    let answer = tokio::time::timeout(REQUEST_TIMEOUT, answer(&state, request)).await;
+    let mut record = Record {
+        time: now_rfc3339(),
+        tenant: None,
+        subject: None,
+        issuer: None,
+        method: format!("REST {method}"),
+        object: None,
+        status: "UNKNOWN",
+        auth: None,
+        rows: 0,
+        bytes_out: 0,
+        duration_ms: 0,
+        peer: request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.to_string()),
+    };
+    let answer = tokio::time::timeout(REQUEST_TIMEOUT, answer(&state, request, &mut record)).await;
     let response = match answer {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => e.into_response(),
@@ -159,19 +187,38 @@ async fn handle(
         )
         .into_response(),
     };
-    tracing::debug!(%method, %path, status = response.status().as_u16(), "REST catalog call");
+    record.status = response.status().canonical_reason().unwrap_or("HTTP");
+    record.duration_ms = started.elapsed().as_millis() as u64;
+    state.audit.write(&record);
     response
 }
 
-async fn answer(state: &RestState, request: Request<Body>) -> Result<Response, RestError> {
+async fn answer(
+    state: &RestState,
+    request: Request<Body>,
+    record: &mut Record,
+) -> Result<Response, RestError> {
     let (parts, body) = request.into_parts();
-    let resolved = state
-        .auth
-        .resolve(parts.headers.get(AUTHORIZATION))
-        .await
-        .map_err(|s| RestError::with_status(StatusCode::UNAUTHORIZED, s.message()))?;
+    let resolved = match state.auth.resolve(parts.headers.get(AUTHORIZATION)).await {
+        Ok(r) => r,
+        Err(s) => {
+            record.auth = Some(s.message().to_string());
+            return Err(RestError::with_status(
+                StatusCode::UNAUTHORIZED,
+                s.message(),
+            ));
+        }
+    };
     let principal = resolved.principal;
-    let Some(Routed { prefix, route }) = route::parse(parts.uri.path()) else {
+    record.tenant = Some(principal.tenant.name.clone());
+    record.subject = Some(principal.subject.clone());
+    record.issuer = Some(principal.issuer.to_string());
+    let routed = route::parse(parts.uri.path());
+    if let Some(r) = &routed {
+        record.method = format!("REST {} {}", parts.method, r.route.kind());
+        record.object = r.route.object();
+    }
+    let Some(Routed { prefix, route }) = routed else {
         return Err(RestError::with_status(
             StatusCode::NOT_FOUND,
             format!("no such resource: {} {}", parts.method, parts.uri.path()),

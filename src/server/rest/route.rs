@@ -23,6 +23,39 @@ pub(crate) enum Route {
     TableResource(String, String, Vec<String>),
 }
 
+impl Route {
+    /// What kind of resource, for audit lines (`REST POST commit`).
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Route::Config => "config",
+            Route::Databases => "databases",
+            Route::Database(_) => "database",
+            Route::Tables(_) => "tables",
+            Route::Table(..) => "table",
+            Route::RenameTable => "rename",
+            Route::Commit(..) => "commit",
+            Route::Snapshot(..) => "snapshot",
+            Route::Rollback(..) => "rollback",
+            Route::Tags(..) => "tags",
+            Route::TableResource(..) => "table resource",
+        }
+    }
+
+    /// The database or table it names, for audit lines.
+    pub(crate) fn object(&self) -> Option<String> {
+        match self {
+            Route::Config | Route::Databases | Route::RenameTable => None,
+            Route::Database(d) | Route::Tables(d) => Some(d.clone()),
+            Route::Table(d, t)
+            | Route::Commit(d, t)
+            | Route::Snapshot(d, t)
+            | Route::Rollback(d, t)
+            | Route::Tags(d, t, _)
+            | Route::TableResource(d, t, _) => Some(format!("{d}.{t}")),
+        }
+    }
+}
+
 /// A request's route and the catalog prefix it names (`None`: no prefix segment).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Routed {
