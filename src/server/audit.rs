@@ -71,6 +71,32 @@ pub struct Record {
 }
 
 impl Record {
+    /// The record of a call to `method` from `peer`, begun now; who made it is filled in once
+    /// the call's credentials are resolved ([`Self::identify`]).
+    pub fn begin(method: String, peer: Option<String>) -> Self {
+        Self {
+            time: now_rfc3339(),
+            tenant: None,
+            subject: None,
+            issuer: None,
+            method,
+            object: None,
+            status: "UNKNOWN",
+            auth: None,
+            rows: 0,
+            bytes_out: 0,
+            duration_ms: 0,
+            peer,
+        }
+    }
+
+    /// Who made the call.
+    pub fn identify(&mut self, p: &super::auth::Principal) {
+        self.tenant = Some(p.tenant.name.clone());
+        self.subject = Some(p.subject.clone());
+        self.issuer = Some(p.issuer.to_string());
+    }
+
     /// The record of a call, finished with what its note says.
     pub fn finish(mut self, note: &AuditNote) -> Self {
         self.object = self.object.or_else(|| note.object());

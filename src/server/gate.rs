@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::audit::{code_name, now_rfc3339, Audit, AuditNote, Record};
+use super::audit::{code_name, Audit, AuditNote, Record};
 use super::auth::{Authenticator, Principal};
 
 /// A token minted for this call (Basic credentials in the header); the Handshake returns it in
@@ -104,20 +104,7 @@ where
             let method = method_of(req.uri().path()).to_string();
             let note = Arc::new(AuditNote::default());
             req.extensions_mut().insert(Arc::clone(&note));
-            let mut record = Record {
-                time: now_rfc3339(),
-                tenant: None,
-                subject: None,
-                issuer: None,
-                method: method.clone(),
-                object: None,
-                status: "UNKNOWN",
-                auth: None,
-                rows: 0,
-                bytes_out: 0,
-                duration_ms: 0,
-                peer: peer_of(req.extensions()),
-            };
+            let mut record = Record::begin(method.clone(), peer_of(req.extensions()));
             let header = req.headers().get(http::header::AUTHORIZATION).cloned();
             if req.uri().path().starts_with(HEALTH) {
                 // Probes every few seconds from each load balancer: not audited.
@@ -138,10 +125,7 @@ where
                     return Ok(status.into_http::<R>().map(AuditedBody::done));
                 }
             };
-            let p = &resolved.principal;
-            record.tenant = Some(p.tenant.name.clone());
-            record.subject = Some(p.subject.clone());
-            record.issuer = Some(p.issuer.to_string());
+            record.identify(&resolved.principal);
             // A Handshake answers with a token: the minted one, or the bearer token it came with.
             let answer = resolved.minted.clone().or_else(|| {
                 (method == "Handshake")

@@ -455,34 +455,12 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     let listener = TcpListener::bind(addr).await.map_err(io_err)?;
     let bound = listener.local_addr().map_err(io_err)?;
     let metrics = match &options.metrics_listen {
+        Some(m) => Some(bind_side_port(m, "[metrics] listen").await?),
         None => None,
-        Some(m) => {
-            let at = resolve_listen(m).await?;
-            let metrics_err = |e: std::io::Error| {
-                crate::error::LocalIoSnafu {
-                    path: format!("[metrics] listen {at}"),
-                }
-                .into_error(e)
-            };
-            let l = TcpListener::bind(at).await.map_err(metrics_err)?;
-            let local = l.local_addr().map_err(metrics_err)?;
-            Some((l, local))
-        }
     };
     let rest = match &options.rest_listen {
+        Some(r) => Some(bind_side_port(r, "[rest] listen").await?),
         None => None,
-        Some(r) => {
-            let at = resolve_listen(r).await?;
-            let rest_err = |e: std::io::Error| {
-                crate::error::LocalIoSnafu {
-                    path: format!("[rest] listen {at}"),
-                }
-                .into_error(e)
-            };
-            let l = TcpListener::bind(at).await.map_err(rest_err)?;
-            let local = l.local_addr().map_err(rest_err)?;
-            Some((l, local))
-        }
     };
     let (auth, audit) = (Arc::clone(&opened.0), opened.1.clone());
     let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -522,6 +500,20 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         let _ = task.await;
     }
     served
+}
+
+/// Binds a side port (`[metrics]`, `[rest]`): its listener and the address it got.
+async fn bind_side_port(listen: &str, what: &str) -> Result<(TcpListener, SocketAddr)> {
+    let at = resolve_listen(listen).await?;
+    let err = |e: std::io::Error| {
+        crate::error::LocalIoSnafu {
+            path: format!("{what} {at}"),
+        }
+        .into_error(e)
+    };
+    let l = TcpListener::bind(at).await.map_err(err)?;
+    let local = l.local_addr().map_err(err)?;
+    Ok((l, local))
 }
 
 /// Serves on `listener` until `shutdown` completes, then lets in-flight calls finish (at most

@@ -14,6 +14,7 @@
 //! is in [`handlers`].
 
 mod handlers;
+mod lifecycle;
 pub(crate) mod route;
 
 use std::net::SocketAddr;
@@ -27,10 +28,9 @@ use axum::http::{Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::net::TcpListener;
 
-use super::audit::{now_rfc3339, Audit, Record};
+use super::audit::{Audit, Record};
 use super::auth::{Authenticator, Principal};
 use crate::error::{Error, ErrorKind};
-use crate::sql::Role;
 use route::{Route, Routed};
 
 /// Largest request body accepted (a create-table schema or a commit's snapshot is a few KiB;
@@ -160,23 +160,11 @@ async fn handle(
     let started = std::time::Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();
-    let mut record = Record {
-        time: now_rfc3339(),
-        tenant: None,
-        subject: None,
-        issuer: None,
-        method: format!("REST {method}"),
-        object: None,
-        status: "UNKNOWN",
-        auth: None,
-        rows: 0,
-        bytes_out: 0,
-        duration_ms: 0,
-        peer: request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.to_string()),
-    };
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.to_string());
+    let mut record = Record::begin(format!("REST {method}"), peer);
     let answer = tokio::time::timeout(REQUEST_TIMEOUT, answer(&state, request, &mut record)).await;
     let response = match answer {
         Ok(Ok(r)) => r,
@@ -210,9 +198,7 @@ async fn answer(
         }
     };
     let principal = resolved.principal;
-    record.tenant = Some(principal.tenant.name.clone());
-    record.subject = Some(principal.subject.clone());
-    record.issuer = Some(principal.issuer.to_string());
+    record.identify(&principal);
     let routed = route::parse(parts.uri.path());
     if let Some(r) = &routed {
         record.method = format!("REST {} {}", parts.method, r.route.kind());
@@ -268,25 +254,18 @@ fn check_prefix(state: &RestState, principal: &Principal, prefix: &str) -> Resul
 /// Readers read; writers may also commit data; everything else that changes the catalog (DDL,
 /// tags, branches, rollback) needs admin.
 fn check_role(principal: &Principal, method: &Method, route: &Route) -> Result<(), RestError> {
-    let allowed = matches!(
-        (route::needs(method, route), principal.role),
-        (None, _) | (_, Role::Admin) | (Some(false), Role::Writer)
-    );
-    if allowed {
+    let needed = route::required_role(method, route);
+    if principal.role >= needed {
         return Ok(());
     }
     Err(RestError::new(
         ErrorKind::PermissionDenied,
         format!(
-            "'{}' has the {} role: {method} {} needs {}",
+            "'{}' has the {} role: {method} {} needs the {} role",
             principal.subject,
             principal.role.name(),
             route_name(route),
-            if route::needs(method, route) == Some(false) {
-                "the writer role"
-            } else {
-                "the admin role"
-            }
+            needed.name()
         ),
     ))
 }

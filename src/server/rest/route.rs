@@ -5,6 +5,8 @@
 
 use axum::http::Method;
 
+use crate::sql::Role;
+
 /// One resource of the REST catalog API, with its decoded names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
@@ -120,13 +122,13 @@ pub(crate) fn parse(path: &str) -> Option<Routed> {
     Some(Routed { prefix, route })
 }
 
-/// What a role needs for `method` on `route`: `Some(true)` changes the catalog (admin),
-/// `Some(false)` commits data (writer), `None` only reads.
-pub(crate) fn needs(method: &Method, route: &Route) -> Option<bool> {
+/// The least role that may make `method` on `route`: reading needs a reader, a commit a writer,
+/// anything else that changes the catalog an admin.
+pub(crate) fn required_role(method: &Method, route: &Route) -> Role {
     match (method, route) {
-        (&Method::GET, _) => None,
-        (_, Route::Commit(..)) => Some(false),
-        _ => Some(true),
+        (&Method::GET, _) => Role::Reader,
+        (_, Route::Commit(..)) => Role::Writer,
+        _ => Role::Admin,
     }
 }
 
@@ -216,12 +218,13 @@ mod tests {
     #[test]
     fn roles_by_method_and_resource() {
         let t = Route::Table("d".into(), "t".into());
-        assert_eq!(needs(&Method::GET, &t), None);
-        assert_eq!(needs(&Method::DELETE, &t), Some(true));
+        assert_eq!(required_role(&Method::GET, &t), Role::Reader);
+        assert_eq!(required_role(&Method::DELETE, &t), Role::Admin);
         assert_eq!(
-            needs(&Method::POST, &Route::Commit("d".into(), "t".into())),
-            Some(false)
+            required_role(&Method::POST, &Route::Commit("d".into(), "t".into())),
+            Role::Writer
         );
-        assert_eq!(needs(&Method::POST, &Route::Databases), Some(true));
+        assert_eq!(required_role(&Method::POST, &Route::Databases), Role::Admin);
+        assert!(Role::Admin > Role::Writer && Role::Writer > Role::Reader);
     }
 }
