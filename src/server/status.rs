@@ -23,6 +23,26 @@ pub fn code(kind: ErrorKind) -> Code {
     }
 }
 
+/// The error kind of a gRPC code (for a status made elsewhere, e.g. by the authenticator, that
+/// another protocol answers): the inverse of [`code`], up to kinds that share a code.
+pub fn kind_of(code: Code) -> ErrorKind {
+    match code {
+        Code::NotFound => ErrorKind::NotFound,
+        Code::AlreadyExists => ErrorKind::AlreadyExists,
+        Code::Aborted => ErrorKind::Conflict,
+        Code::InvalidArgument => ErrorKind::InvalidArgument,
+        Code::Unimplemented => ErrorKind::Unsupported,
+        Code::Unauthenticated => ErrorKind::Unauthenticated,
+        Code::PermissionDenied => ErrorKind::PermissionDenied,
+        Code::ResourceExhausted => ErrorKind::ResourceExhausted,
+        Code::OutOfRange => ErrorKind::OutOfRange,
+        Code::FailedPrecondition => ErrorKind::FailedPrecondition,
+        Code::Cancelled => ErrorKind::Cancelled,
+        Code::Unavailable => ErrorKind::Unavailable,
+        _ => ErrorKind::Internal,
+    }
+}
+
 /// Longest status message sent, in bytes. gRPC carries the message in a header (percent-encoded,
 /// so up to three times longer), and clients drop a response whose headers exceed their limit
 /// (8 to 16 KiB): the user would never see the error.
@@ -104,6 +124,29 @@ pub fn invalid(message: impl Into<String>) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_comes_back_from_its_code() {
+        use ErrorKind::*;
+        for k in [
+            NotFound,
+            AlreadyExists,
+            Conflict,
+            Fenced,
+            InvalidArgument,
+            Unsupported,
+            Unauthenticated,
+            PermissionDenied,
+            ResourceExhausted,
+            OutOfRange,
+            FailedPrecondition,
+            Cancelled,
+            Unavailable,
+            Internal,
+        ] {
+            assert_eq!(code(kind_of(code(k))), code(k), "{k:?}");
+        }
+    }
 
     #[test]
     fn long_messages_are_cut_to_one_bounded_line() {

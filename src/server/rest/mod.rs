@@ -191,8 +191,9 @@ async fn answer(
         Ok(r) => r,
         Err(s) => {
             record.auth = Some(s.message().to_string());
-            return Err(RestError::with_status(
-                StatusCode::UNAUTHORIZED,
+            // 401 for refused credentials; the authenticator's other failures keep their kind.
+            return Err(RestError::new(
+                super::status::kind_of(s.code()),
                 s.message(),
             ));
         }
