@@ -13,6 +13,7 @@ mod disk_cache;
 mod inline;
 mod metered;
 pub mod s3;
+pub mod sts;
 
 use std::path::PathBuf;
 use std::sync::Arc;

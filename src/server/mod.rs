@@ -73,6 +73,31 @@ pub struct ServerConfig {
 pub struct RestConfig {
     /// Where the REST catalog is served, e.g. `127.0.0.1:8181` (port 0: any free port, printed).
     pub listen: String,
+    /// Data credentials (`GET …/token`) for `s3://` warehouses: the role STS issues them for,
+    /// each scoped to one table's prefix. Without it clients bring their own storage keys.
+    pub data_token_role_arn: Option<String>,
+    /// Their lifetime (900 to 43200; default 3600).
+    pub data_token_seconds: Option<u64>,
+    /// STS's endpoint (default `AWS_ENDPOINT_URL_STS`, else the S3 endpoint when set, else
+    /// AWS's regional STS).
+    pub sts_endpoint: Option<String>,
+}
+
+impl RestConfig {
+    /// The data-token settings, if any (a lifetime or an STS endpoint without a role is refused).
+    fn data_tokens(&self) -> Result<Option<crate::io::sts::DataTokenOptions>> {
+        match &self.data_token_role_arn {
+            Some(role_arn) => Ok(Some(crate::io::sts::DataTokenOptions {
+                role_arn: role_arn.clone(),
+                seconds: self.data_token_seconds,
+                sts_endpoint: self.sts_endpoint.clone(),
+            })),
+            None if self.data_token_seconds.is_some() || self.sts_endpoint.is_some() => invalid!(
+                "config: [rest] data_token_seconds and sts_endpoint need data_token_role_arn"
+            ),
+            None => Ok(None),
+        }
+    }
 }
 
 /// `[metrics]`: the Prometheus endpoint.
@@ -245,6 +270,8 @@ pub struct ServeOptions {
     pub metrics_listen: Option<String>,
     /// `[rest] listen`: the REST catalog's address.
     pub rest_listen: Option<String>,
+    /// `[rest] data_token_*`: data credentials the REST catalog hands out for `s3://` tables.
+    pub rest_data_tokens: Option<crate::io::sts::DataTokenOptions>,
     pub limits: SqlLimits,
     pub work: crate::runtime::WorkLimits,
     /// `[ingest] max_streams`: the implicit tenant's limit, and the default of configured ones.
@@ -390,6 +417,10 @@ impl ServeOptions {
             audit_file: config.audit.map(|a| a.file),
             storage: config.storage,
             metrics_listen: config.metrics.map(|m| m.listen),
+            rest_data_tokens: match &config.rest {
+                Some(r) => r.data_tokens()?,
+                None => None,
+            },
             rest_listen: config.rest.map(|r| r.listen),
             max_streams: config.ingest.max_streams.unwrap_or(DEFAULT_MAX_STREAMS),
             warehouse,
@@ -462,6 +493,13 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         Some(r) => Some(bind_side_port(r, "[rest] listen").await?),
         None => None,
     };
+    let data_tokens = match &options.rest_data_tokens {
+        Some(t) => Some(Arc::new(crate::io::sts::DataTokens::new(
+            t,
+            &options.storage,
+        )?)),
+        None => None,
+    };
     let (auth, audit) = (Arc::clone(&opened.0), opened.1.clone());
     let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     let (rest_stop, rest_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -486,7 +524,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         }))
     });
     let rest = rest.map(|(l, _)| {
-        tokio::spawn(rest::serve(l, auth, audit, async move {
+        tokio::spawn(rest::serve(l, auth, audit, data_tokens, async move {
             let _ = rest_stopped.await;
         }))
     });

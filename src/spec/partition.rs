@@ -71,19 +71,34 @@ pub struct PartitionNaming<'a> {
     pub legacy: bool,
 }
 
+/// Each partition key with its value as text (the default name for a null or blank value), as
+/// Paimon's catalogs list partitions.
+pub fn partition_spec(
+    keys: &[String],
+    values: &[Datum],
+    naming: PartitionNaming<'_>,
+) -> Vec<(String, String)> {
+    keys.iter()
+        .zip(values)
+        .map(|(k, v)| {
+            let rendered = value_string(v, naming.legacy);
+            let rendered = if rendered.trim().is_empty() {
+                naming.default_name.to_string()
+            } else {
+                rendered
+            };
+            (k.clone(), rendered)
+        })
+        .collect()
+}
+
 /// The relative directory of a partition (`dt=2024-01-01/hr=10/`), or `""` when unpartitioned.
 pub fn partition_path(keys: &[String], values: &[Datum], naming: PartitionNaming<'_>) -> String {
     let mut path = String::new();
-    for (k, v) in keys.iter().zip(values) {
-        let rendered = value_string(v, naming.legacy);
-        let rendered = if rendered.trim().is_empty() {
-            naming.default_name.to_string()
-        } else {
-            rendered
-        };
-        path.push_str(&escape_path_name(k));
+    for (k, v) in partition_spec(keys, values, naming) {
+        path.push_str(&escape_path_name(&k));
         path.push('=');
-        path.push_str(&escape_path_name(&rendered));
+        path.push_str(&escape_path_name(&v));
         path.push('/');
     }
     path

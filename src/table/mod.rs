@@ -45,7 +45,7 @@ use crate::schema::SchemaManager;
 use crate::snapshot::SnapshotManager;
 use crate::spec::binary_row;
 use crate::spec::identifier::Identifier;
-use crate::spec::partition::{partition_path, PartitionNaming};
+use crate::spec::partition::{partition_path, partition_spec, PartitionNaming};
 use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
 use crate::spec::{CoreOptions, TableSchema};
 
@@ -232,8 +232,22 @@ impl Table {
         }
     }
 
+    /// A partition as Paimon's catalogs list it: each partition key with its value as text.
+    pub fn partition_spec(&self, partition: &[u8]) -> Result<Vec<(String, String)>> {
+        self.with_partition(partition, partition_spec)
+    }
+
     /// The relative directory of a partition, ending in `/` (empty when unpartitioned).
     fn partition_dir(&self, partition: &[u8]) -> Result<String> {
+        self.with_partition(partition, partition_path)
+    }
+
+    /// `render` of a partition row's values, named as this table's options say.
+    fn with_partition<T>(
+        &self,
+        partition: &[u8],
+        render: impl FnOnce(&[String], &[binary_row::Datum], PartitionNaming<'_>) -> T,
+    ) -> Result<T> {
         let layout = self.layout()?;
         let values = binary_row::deserialize(partition, &layout.partition_types).map_err(|e| {
             CorruptSnafu {
@@ -247,11 +261,7 @@ impl Table {
             default_name: opts.partition_default_name(),
             legacy: opts.partition_legacy_name(),
         };
-        Ok(partition_path(
-            &layout.schema.partition_keys,
-            &values,
-            naming,
-        ))
+        Ok(render(&layout.schema.partition_keys, &values, naming))
     }
 
     pub fn new_write(&self, options: WriteOptions) -> Result<TableWrite> {

@@ -66,6 +66,7 @@ impl Server {
             storage: Default::default(),
             metrics_listen: None,
             rest_listen: None,
+            rest_data_tokens: None,
             limits: Default::default(),
             work: Default::default(),
             max_streams: tidelake::server::DEFAULT_MAX_STREAMS,

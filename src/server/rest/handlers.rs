@@ -12,11 +12,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::Digest;
 
+use super::data::{partitions, token};
 use super::lifecycle::{branches, rollback, schema_change, AlterTable, CreateTag};
 use super::route::Route;
 use super::{json_response, RestError};
 use crate::catalog::Catalog;
 use crate::error::ErrorKind;
+use crate::io::sts::DataTokens;
 use crate::server::auth::Principal;
 use crate::spec::identifier::Identifier;
 use crate::spec::{Snapshot, TableSchema};
@@ -27,6 +29,7 @@ const MAX_PAGE: usize = 1000;
 
 pub(super) async fn dispatch(
     principal: &Principal,
+    tokens: Option<&DataTokens>,
     method: &Method,
     route: Route,
     query: &str,
@@ -35,7 +38,11 @@ pub(super) async fn dispatch(
     let catalog = principal.tenant.engine.catalog();
     let q = Query::parse(query);
     match (method, route) {
-        (&Method::GET, Route::Config) => config(principal, &q),
+        (&Method::GET, Route::Config) => config(
+            principal,
+            tokens.is_some() && catalog.io().local_root().is_none(),
+            &q,
+        ),
         (&Method::GET, Route::Databases) => {
             let names = catalog.list_databases().await?;
             let (page, next) = page(
@@ -204,6 +211,14 @@ pub(super) async fn dispatch(
                 .map_err(|e| about(e, "TABLE", &id.to_string()))?;
             ok(json!({}))
         }
+        (&Method::GET, Route::Token(db, t)) => {
+            let table = load(catalog, &db, &t).await?;
+            token(tokens, principal, catalog, &table).await
+        }
+        (&Method::GET, Route::Partitions(db, t)) => {
+            let table = load(catalog, &db, &t).await?;
+            partitions(&table, &q).await
+        }
         (_, Route::TableResource(db, t, what))
             if what.first().map(String::as_str) == Some("branches") =>
         {
@@ -269,7 +284,7 @@ pub(super) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<
 }
 
 /// A request's query parameters (form-decoded).
-struct Query(Vec<(String, String)>);
+pub(super) struct Query(Vec<(String, String)>);
 
 impl Query {
     fn parse(query: &str) -> Self {
@@ -280,14 +295,14 @@ impl Query {
         )
     }
 
-    fn get(&self, key: &str) -> Option<&str> {
+    pub(super) fn get(&self, key: &str) -> Option<&str> {
         self.0
             .iter()
             .find(|(k, v)| k == key && !v.is_empty())
             .map(|(_, v)| v.as_str())
     }
 
-    fn max_results(&self) -> Result<usize, RestError> {
+    pub(super) fn max_results(&self) -> Result<usize, RestError> {
         match self.get("maxResults") {
             None => Ok(MAX_PAGE),
             Some(v) => match v.parse::<usize>() {
@@ -344,7 +359,7 @@ pub(crate) fn page(
 
 /// `GET /v1/config`: the principal's catalog as the prefix of every other path. A `warehouse`
 /// naming another catalog is refused.
-fn config(principal: &Principal, q: &Query) -> Result<Response, RestError> {
+fn config(principal: &Principal, data_tokens: bool, q: &Query) -> Result<Response, RestError> {
     let name = principal.tenant.name.as_str();
     if let Some(asked) = q.get("warehouse") {
         // pypaimon 2.1 encodes the value twice.
@@ -363,10 +378,12 @@ fn config(principal: &Principal, q: &Query) -> Result<Response, RestError> {
             ));
         }
     }
-    ok(json!({
-        "defaults": {},
-        "overrides": {"prefix": name, "warehouse": name},
-    }))
+    let mut overrides = json!({"prefix": name, "warehouse": name});
+    if data_tokens {
+        // Clients then ask `GET …/token` for each table's storage keys.
+        overrides["data-token.enabled"] = json!("true");
+    }
+    ok(json!({"defaults": {}, "overrides": overrides}))
 }
 
 async fn exists(catalog: &Catalog, db: &str) -> Result<(), RestError> {
@@ -390,7 +407,7 @@ async fn load(catalog: &Catalog, db: &str, t: &str) -> Result<Table, RestError> 
 
 /// Where a path of the warehouse is, as clients open it: an absolute local path, or the
 /// object store's URI.
-fn location(catalog: &Catalog, path: &str) -> String {
+pub(super) fn location(catalog: &Catalog, path: &str) -> String {
     match catalog.io().local_root() {
         Some(root) => root.join(path).display().to_string(),
         None => format!("{}/{path}", catalog.io().uri().trim_end_matches('/')),

@@ -13,6 +13,7 @@
 //! (`REST <METHOD> <resource>`, its table or database, the HTTP reason phrase). The catalog work
 //! is in [`handlers`].
 
+mod data;
 mod handlers;
 mod lifecycle;
 pub(crate) mod route;
@@ -31,6 +32,7 @@ use tokio::net::TcpListener;
 use super::audit::{Audit, Record};
 use super::auth::{Authenticator, Principal};
 use crate::error::{Error, ErrorKind};
+use crate::io::sts::DataTokens;
 use route::{Route, Routed};
 
 /// Largest request body accepted (a create-table schema or a commit's snapshot is a few KiB;
@@ -130,6 +132,8 @@ pub(crate) fn json_response(status: StatusCode, body: &serde_json::Value) -> Res
 struct RestState {
     auth: Arc<Authenticator>,
     audit: Audit,
+    /// Data credentials for `s3://` tables (`[rest] data_token_role_arn`).
+    tokens: Option<Arc<DataTokens>>,
 }
 
 /// Serves the REST catalog on `listener` until `stop` completes.
@@ -137,11 +141,14 @@ pub(crate) async fn serve(
     listener: TcpListener,
     auth: Arc<Authenticator>,
     audit: Audit,
+    tokens: Option<Arc<DataTokens>>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let router = axum::Router::new()
-        .fallback(handle)
-        .with_state(RestState { auth, audit });
+    let router = axum::Router::new().fallback(handle).with_state(RestState {
+        auth,
+        audit,
+        tokens,
+    });
     let service = router.into_make_service_with_connect_info::<SocketAddr>();
     if let Err(e) = axum::serve(listener, service)
         .with_graceful_shutdown(stop)
@@ -228,7 +235,15 @@ async fn answer(
             _ => Default::default(),
         };
     let query = parts.uri.query().unwrap_or("");
-    handlers::dispatch(&principal, &parts.method, route, query, &body).await
+    handlers::dispatch(
+        &principal,
+        state.tokens.as_deref(),
+        &parts.method,
+        route,
+        query,
+        &body,
+    )
+    .await
 }
 
 /// A prefix names a catalog: the principal's tenant's, or it is refused (403 for another
@@ -284,6 +299,8 @@ fn route_name(route: &Route) -> String {
         Route::Rollback(d, t) => format!("a rollback of '{d}.{t}'"),
         Route::Tags(d, t, None) => format!("the tags of '{d}.{t}'"),
         Route::Tags(d, t, Some(tag)) => format!("tag '{tag}' of '{d}.{t}'"),
+        Route::Token(d, t) => format!("data credentials of '{d}.{t}'"),
+        Route::Partitions(d, t) => format!("the partitions of '{d}.{t}'"),
         Route::TableResource(d, t, what) => format!("{} of '{d}.{t}'", what.join("/")),
     }
 }

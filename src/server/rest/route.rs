@@ -21,6 +21,10 @@ pub(crate) enum Route {
     Rollback(String, String),
     /// The table's tags, or one (`Some(name)`).
     Tags(String, String, Option<String>),
+    /// Data credentials for the table's files.
+    Token(String, String),
+    /// The table's partitions.
+    Partitions(String, String),
     /// Any other resource of a table (`token`, `partitions`, `branches`, …): its path segments.
     TableResource(String, String, Vec<String>),
 }
@@ -39,6 +43,8 @@ impl Route {
             Route::Snapshot(..) => "snapshot",
             Route::Rollback(..) => "rollback",
             Route::Tags(..) => "tags",
+            Route::Token(..) => "token",
+            Route::Partitions(..) => "partitions",
             Route::TableResource(..) => "table resource",
         }
     }
@@ -53,6 +59,8 @@ impl Route {
             | Route::Snapshot(d, t)
             | Route::Rollback(d, t)
             | Route::Tags(d, t, _)
+            | Route::Token(d, t)
+            | Route::Partitions(d, t)
             | Route::TableResource(d, t, _) => Some(format!("{d}.{t}")),
         }
     }
@@ -110,6 +118,10 @@ pub(crate) fn parse(path: &str) -> Option<Routed> {
         ["databases", db, "tables", t, "tags"] => Route::Tags(db.to_string(), t.to_string(), None),
         ["databases", db, "tables", t, "tags", tag] => {
             Route::Tags(db.to_string(), t.to_string(), Some(tag.to_string()))
+        }
+        ["databases", db, "tables", t, "token"] => Route::Token(db.to_string(), t.to_string()),
+        ["databases", db, "tables", t, "partitions"] => {
+            Route::Partitions(db.to_string(), t.to_string())
         }
         ["databases", db, "tables", t, rest @ ..] => Route::TableResource(
             db.to_string(),
