@@ -500,7 +500,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         )?)),
         None => None,
     };
-    let (auth, audit) = (Arc::clone(&opened.0), opened.1.clone());
+    let (auth, audit, work) = (Arc::clone(&opened.0), opened.1.clone(), opened.2.clone());
     let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     let (rest_stop, rest_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = run_opened(listener, &options, opened, shutdown_signal()?);
@@ -524,7 +524,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         }))
     });
     let rest = rest.map(|(l, _)| {
-        tokio::spawn(rest::serve(l, auth, audit, data_tokens, async move {
+        tokio::spawn(rest::serve(l, auth, audit, work, data_tokens, async move {
             let _ = rest_stopped.await;
         }))
     });
@@ -567,7 +567,13 @@ pub async fn run(
 
 /// The tenants (each warehouse opened, its `default` database created) and who may call; the
 /// TLS identity checked.
-async fn open(options: &ServeOptions) -> Result<(Arc<auth::Authenticator>, audit::Audit)> {
+async fn open(
+    options: &ServeOptions,
+) -> Result<(
+    Arc<auth::Authenticator>,
+    audit::Audit,
+    crate::runtime::WorkPool,
+)> {
     if let Some(t) = &options.tls {
         builder(Some(t))?;
     }
@@ -597,18 +603,22 @@ async fn open(options: &ServeOptions) -> Result<(Arc<auth::Authenticator>, audit
         options.auth.clone(),
         tenants,
     )?);
-    Ok((auth, audit))
+    // One pool of work slots for the Flight and REST sides: a user's limit holds across both.
+    Ok((auth, audit, crate::runtime::WorkPool::new(options.work)))
 }
 
 async fn run_opened(
     listener: TcpListener,
     options: &ServeOptions,
-    opened: (Arc<auth::Authenticator>, audit::Audit),
+    opened: (
+        Arc<auth::Authenticator>,
+        audit::Audit,
+        crate::runtime::WorkPool,
+    ),
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<()> {
-    let (auth, audit) = opened;
+    let (auth, audit, work) = opened;
     let flight_sql = flight_sql::TidelakeFlightSql::new(Arc::clone(&auth));
-    let work = crate::runtime::WorkPool::new(options.work);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // grpc.health.v1: SERVING now that the warehouses are open; NOT_SERVING while draining.
     let (mut health, health_service) = tonic_health::server::health_reporter();

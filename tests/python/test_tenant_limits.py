@@ -1,7 +1,8 @@
 """Limits per tenant (issue 14): concurrent statements (a bounded queue, then ResourceExhausted naming the
 limit), a memory pool, a statement timeout and concurrent subscriptions, each acme's alone; beta's
 small queries keep being answered while acme runs at its limits (the latencies are printed; only loose
-bounds are asserted: bench/tenant_latency.py measures them).
+bounds are asserted: bench/tenant_latency.py measures them). A REST catalog request takes a statement
+slot of its tenant too: refused with 429 when acme's slots and queue are full, served for beta.
 """
 import threading
 import time
@@ -16,6 +17,8 @@ from conftest import latencies_while
 from test_hostile import code_of
 
 CONFIG = """
+[rest]
+listen = "127.0.0.1:0"
 [[tenants]]
 name = "acme"
 max_concurrent_statements = 2
@@ -131,3 +134,44 @@ def test_subscriptions_beyond_the_limit_are_refused(limited):
             assert time.monotonic() < deadline, "the subscription slot was never released"
             time.sleep(0.2)
     c.close()
+
+
+# Last in the module: its timed-out counts may still be winding down when it ends.
+def test_rest_requests_take_their_tenants_statement_slots(limited):
+    import re
+
+    from test_rest_catalog import call, token
+
+    srv = limited
+    url = None
+    for _ in range(100):
+        lines = [m for m in map(lambda l: re.match(r"tidelake REST catalog on (http://\S+)", l),
+                                srv.extra_stdout) if m]
+        if lines:
+            url = lines[0].group(1)
+            break
+        time.sleep(0.05)
+    assert url, srv.extra_stdout
+    alice, bob = token(srv, "alice"), token(srv, "bob")
+    assert call(url, "GET", "/v1/acme/databases", alice)[0] == 200
+    outcomes = []
+    # Long counts (little memory: the pool is not what is tested) that run into acme's 3 s timeout.
+    slow = "SELECT count(*) AS n FROM generate_series(1, 600000000)"
+    threads = [threading.Thread(target=_run, args=(srv, "alice", slow, outcomes)) for _ in range(6)]
+    for t in threads:
+        t.start()
+        time.sleep(0.2)
+    # While 2 of acme's statements run and 2 wait, a REST request of acme's finds no slot and no room
+    # to wait; beta's are served meanwhile.
+    acme, beta = [], []
+    while any(t.is_alive() for t in threads):
+        acme.append(call(url, "GET", "/v1/acme/databases", alice))
+        beta.append(call(url, "GET", "/v1/beta/databases", bob)[0])
+        time.sleep(0.05)
+    refused = [b for s, b in acme if s == 429]
+    assert refused and all(b["code"] == 429 for b in refused), (acme, outcomes)
+    assert all("max_concurrent_statements = 2" in b["message"] for b in refused), refused
+    assert set(beta) == {200}, beta
+    for t in threads:
+        t.join()
+    assert call(url, "GET", "/v1/acme/databases", alice)[0] == 200

@@ -33,6 +33,7 @@ use super::audit::{Audit, Record};
 use super::auth::{Authenticator, Principal};
 use crate::error::{Error, ErrorKind};
 use crate::io::sts::DataTokens;
+use crate::runtime::WorkPool;
 use route::{Route, Routed};
 
 /// Largest request body accepted (a create-table schema or a commit's snapshot is a few KiB;
@@ -132,6 +133,8 @@ pub(crate) fn json_response(status: StatusCode, body: &serde_json::Value) -> Res
 struct RestState {
     auth: Arc<Authenticator>,
     audit: Audit,
+    /// The work slots Flight calls take too: a REST request holds one of its user's.
+    work: WorkPool,
     /// Data credentials for `s3://` tables (`[rest] data_token_role_arn`).
     tokens: Option<Arc<DataTokens>>,
 }
@@ -141,12 +144,14 @@ pub(crate) async fn serve(
     listener: TcpListener,
     auth: Arc<Authenticator>,
     audit: Audit,
+    work: WorkPool,
     tokens: Option<Arc<DataTokens>>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let router = axum::Router::new().fallback(handle).with_state(RestState {
         auth,
         audit,
+        work,
         tokens,
     });
     let service = router.into_make_service_with_connect_info::<SocketAddr>();
@@ -234,16 +239,29 @@ async fn answer(
                 })?,
             _ => Default::default(),
         };
-    let query = parts.uri.query().unwrap_or("");
-    handlers::dispatch(
-        &principal,
-        state.tokens.as_deref(),
-        &parts.method,
-        route,
-        query,
-        &body,
-    )
-    .await
+    let query = parts.uri.query().unwrap_or("").to_string();
+    // As a Flight statement: a slot of the tenant's, then one of the user's share of the work
+    // threads; the catalog work runs there, off the threads that serve connections.
+    let tenant = principal
+        .tenant
+        .admit_statement()
+        .await
+        .map_err(|s| RestError::new(super::status::kind_of(s.code()), s.message()))?;
+    let admission = state.work.admit(&principal.admission_key()).await;
+    let tokens = state.tokens.clone();
+    let method = parts.method;
+    state
+        .work
+        .run(
+            Some(admission),
+            async move {
+                let _tenant = tenant;
+                handlers::dispatch(&principal, tokens.as_deref(), &method, route, &query, &body)
+                    .await
+            },
+            |p| RestError::new(ErrorKind::Internal, p.to_string()),
+        )
+        .await
 }
 
 /// A prefix names a catalog: the principal's tenant's, or it is refused (403 for another
