@@ -183,6 +183,19 @@ def test_pypaimon_creates_writes_and_reads_and_flight_sees_it(rest):
     status, body = call(url, "GET", "/v1/acme/databases/rdb/tables?tableNamePattern=ev%25", tok)
     assert body["tables"] == ["events"]
 
+    # The table's audit fields: made with its first schema, changed by its latest commit.
+    status, got = call(url, "GET", "/v1/acme/databases/rdb/tables/events", tok)
+    assert status == 200 and got["isExternal"] is False and got["schemaId"] == 0, got
+    stats = call(url, "GET", "/v1/acme/databases/rdb/tables/events/snapshot", tok)[1]["snapshot"]
+    latest = stats["snapshot"]
+    # The live files of the latest snapshot: 2 buckets, 3 commits (REST, REST, Flight), no compaction yet.
+    with tidelake.Client(srv.uri, user="alice", password="pw") as c:
+        files = c.sql("SELECT file_size_in_bytes FROM rdb.events$files").column(0).to_pylist()
+    assert (stats["fileCount"], stats["fileSizeInBytes"]) == (len(files), sum(files)), stats
+    assert stats["recordCount"] == latest["totalRecordCount"]
+    assert 0 < got["createdAt"] < got["updatedAt"] == latest["timeMillis"], (got, latest)
+    assert got["owner"] is None and got["createdBy"] is None
+
 
 def test_rest_and_flight_commits_interleave_without_loss(rest):
     from pypaimon import Schema

@@ -414,13 +414,18 @@ pub(super) fn location(catalog: &Catalog, path: &str) -> String {
     }
 }
 
+/// When the table was made: its first schema's time.
+async fn created_at(table: &Table) -> i64 {
+    match table.schema_manager().schema(0).await {
+        Ok(s) => s.time_millis,
+        Err(_) => table.schema().time_millis,
+    }
+}
+
 /// A table's id: a digest of where it is and when its first schema was made, so a table dropped
 /// and created again under the same name has another id (a commit for the old one is refused).
 async fn table_id(catalog: &Catalog, table: &Table) -> String {
-    let created = match table.schema_manager().schema(0).await {
-        Ok(s) => s.time_millis,
-        Err(_) => table.schema().time_millis,
-    };
+    let created = created_at(table).await;
     let digest = sha2::Sha256::digest(format!(
         "{}\0{}\0{created}",
         catalog.io().uri(),
@@ -445,9 +450,21 @@ async fn table_response(catalog: &Catalog, table: &Table) -> Result<Value, RestE
             format!("table '{}': its schema: {e}", table.identifier()),
         )
     })?;
+    // Audit fields: when the table was made (its first schema) and last changed (its latest schema
+    // or snapshot); tidelake keeps no owner or author of either.
+    let created_at = created_at(table).await;
+    let last_commit = match table.snapshot_manager().latest().await? {
+        Some(s) => s.time_millis,
+        None => 0,
+    };
     Ok(json!({
         "id": table_id(catalog, table).await,
         "name": table.identifier().table,
+        "owner": null,
+        "createdAt": created_at,
+        "createdBy": null,
+        "updatedAt": schema.time_millis.max(last_commit),
+        "updatedBy": null,
         "path": location(catalog, table.path()),
         "isExternal": false,
         "schemaId": schema.id,
@@ -595,13 +612,21 @@ async fn latest_snapshot(table: &Table) -> Result<Response, RestError> {
             format!("table '{}': {path}: {e}", table.identifier()),
         )
     })?;
+    // The live files' statistics (the folded manifests are cached per snapshot).
+    let files = table.manifest_manager().live_entries(&latest).await?;
+    let bytes: i64 = files.iter().map(|e| e.file.file_size).sum();
+    let last_file = files
+        .iter()
+        .filter_map(|e| e.file.creation_time)
+        .max()
+        .unwrap_or(latest.time_millis);
     ok(json!({
         "snapshot": {
             "snapshot": snapshot,
             "recordCount": latest.total_record_count.unwrap_or(0),
-            "fileSizeInBytes": 0,
-            "fileCount": 0,
-            "lastFileCreationTime": latest.time_millis,
+            "fileSizeInBytes": bytes,
+            "fileCount": files.len(),
+            "lastFileCreationTime": last_file,
         }
     }))
 }
