@@ -223,6 +223,9 @@ struct OutputFiles {
     pending: Vec<RecordBatch>,
     pending_rows: usize,
     written: Vec<DataFileMeta>,
+    /// Whether each output is also kept as its lookup file (tables whose compactions look keys
+    /// up in the levels above 0, for the files written there).
+    keep_lookup: bool,
 }
 
 impl OutputFiles {
@@ -270,10 +273,11 @@ impl OutputFiles {
             FileSource::Compact,
             self.clock.now_millis(),
         )?;
-        self.handle.block_on(
-            self.io
-                .write(&format!("{}/{}", self.dir, meta.file_name), bytes),
-        )?;
+        let path = format!("{}/{}", self.dir, meta.file_name);
+        self.handle.block_on(self.io.write(&path, bytes))?;
+        if self.keep_lookup {
+            super::lookup::keep_written(&self.io, &path, &batch);
+        }
         self.written.push(meta);
         Ok(())
     }
@@ -370,6 +374,7 @@ pub(crate) async fn rewrite(
     let input_bytes: i64 = inputs.iter().map(|f| f.file_size).sum();
     let input_rows: i64 = inputs.iter().map(|f| f.row_count).sum();
     let lookup_rows: i64 = lookup_files.iter().map(|f| f.row_count).sum();
+    let lookup_count = lookup_files.len();
     let first_seq = inputs
         .iter()
         .map(|f| f.min_sequence_number)
@@ -397,6 +402,11 @@ pub(crate) async fn rewrite(
         pending: vec![],
         pending_rows: 0,
         written: vec![],
+        keep_lookup: pk
+            && output_level > 0
+            && (vectors.is_some()
+                || ChangelogProducer::of(&CoreOptions::new(&layout.schema.options))
+                    == ChangelogProducer::Lookup),
     };
     // A changelog has at most two records per key read.
     let changelog_outputs = changelog.map(|_| OutputFiles {
@@ -594,6 +604,19 @@ pub(crate) async fn rewrite(
     m.compactions.inc();
     m.compaction_seconds
         .observe(started.elapsed().as_secs_f64());
+    tracing::debug!(
+        table = %table.identifier(),
+        bucket,
+        inputs = inputs.len(),
+        input_rows,
+        lookup_files = lookup_count,
+        lookup_rows,
+        output_level,
+        outputs = rewritten.files.len(),
+        marked_files = rewritten.marks.len(),
+        ms = started.elapsed().as_millis() as u64,
+        "compaction"
+    );
     Ok(rewritten)
 }
 
@@ -613,6 +636,8 @@ impl OutputFiles {
             pending: vec![],
             pending_rows: 0,
             written: vec![],
+            // Changelog files are never looked up in.
+            keep_lookup: false,
         }
     }
 }

@@ -31,6 +31,7 @@ use sha2::Digest;
 use snafu::ResultExt;
 
 use super::data_file::RunFile;
+use super::evolution::FileRef;
 use super::key_filter::partition_point;
 use crate::error::{ArrowSnafu, Result};
 use crate::lsm::merge::stream::RunStream;
@@ -286,16 +287,7 @@ pub(crate) struct LookupSource {
 impl LookupSource {
     /// The lookup file of `file`: kept, or built from the data file (and kept).
     fn rows(&self, file: &RunFile) -> Result<Arc<RecordBatch>> {
-        // The storage handle and the path name the data file (two stores in memory may hold the
-        // same path); the layout and the file's column mapping name what it is decoded into.
-        let mut h = sha2::Sha256::new();
-        h.update(self.io.instance().to_le_bytes());
-        h.update(self.io.uri().as_bytes());
-        h.update([0]);
-        h.update(file.file.path.as_bytes());
-        h.update([0]);
-        h.update(format!("{:?}{:?}", self.schema.fields(), file.file.columns).as_bytes());
-        let key = hex::encode(h.finalize());
+        let key = lookup_key(&self.io, &file.file, &self.schema);
         let m = crate::metrics::metrics();
         let store = store();
         if let Some(hit) = store.and_then(|s| s.files.get(&key)) {
@@ -359,6 +351,44 @@ impl LookupSource {
                 .map(move |f| source.matches(&f, &keys))
                 .filter(|b| b.as_ref().map_or(true, |b| b.num_rows() > 0)),
         )
+    }
+}
+
+/// The name of a data file's lookup file. The storage handle and the path name the data file (two
+/// stores in memory may hold the same path); the layout and the file's column mapping name what
+/// it is decoded into.
+fn lookup_key(io: &crate::io::FileIo, file: &FileRef, schema: &SchemaRef) -> String {
+    let mut h = sha2::Sha256::new();
+    h.update(io.instance().to_le_bytes());
+    h.update(io.uri().as_bytes());
+    h.update([0]);
+    h.update(file.path.as_bytes());
+    h.update([0]);
+    h.update(format!("{:?}{:?}", schema.fields(), file.columns).as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// Keeps `rows`, just written by a compaction as the data file `path` in the table's current file
+/// layout, as that file's lookup file: the next compaction that looks keys up in it finds it kept
+/// instead of decoding the file again (a compaction's large outputs are what the following
+/// commits look up in). Best effort: without a store, or when it cannot write, nothing is kept.
+pub(crate) fn keep_written(io: &crate::io::FileIo, path: &str, rows: &RecordBatch) {
+    let Some(store) = store() else {
+        return;
+    };
+    let file = FileRef {
+        path: path.to_string(),
+        columns: None,
+    };
+    let key = lookup_key(io, &file, rows.schema_ref());
+    match store.keep(&key, rows) {
+        Ok(_) => {
+            crate::metrics::metrics()
+                .lookup_files
+                .get_or_create(&[("source", "written")])
+                .inc();
+        }
+        Err(e) => tracing::warn!(path, error = %e, "lookup file not kept"),
     }
 }
 
