@@ -286,6 +286,12 @@ impl DataTokens {
             .build()
         };
         let credentials = Arc::clone(builder.build().map_err(config_error)?.credentials());
+        // A plain-HTTP STS endpoint named in the config is meant (a local S3-compatible store).
+        let allow_http = allow_http
+            || options
+                .sts_endpoint
+                .as_deref()
+                .is_some_and(|u| u.starts_with("http://"));
         let client = ReqwestConnector::default()
             .connect(
                 &ClientOptions::new()

@@ -40,7 +40,7 @@ pub(super) async fn dispatch(
     match (method, route) {
         (&Method::GET, Route::Config) => config(
             principal,
-            tokens.is_some() && catalog.io().local_root().is_none(),
+            tokens.is_some() && crate::io::s3::S3Location::parse(catalog.io().uri()).is_some(),
             &q,
         ),
         (&Method::GET, Route::Databases) => {
