@@ -173,12 +173,7 @@ pub(crate) fn settings(
 /// words, and the detail (S3's error code and message when the store sent them, else the error on
 /// one line). `doing` is said when nothing more precise is known.
 pub(crate) fn explain(doing: &str, error: &str) -> (String, String) {
-    let tag = |name: &str| {
-        let open = format!("<{name}>");
-        let start = error.find(&open)? + open.len();
-        let end = error[start..].find(&format!("</{name}>"))?;
-        Some(error[start..start + end].trim().to_string())
-    };
+    let tag = |name: &str| xml_tag(error, name);
     let code = tag("Code");
     let what = match code.as_deref() {
         Some("NoSuchBucket") => "the bucket does not exist",
@@ -204,6 +199,15 @@ pub(crate) fn explain(doing: &str, error: &str) -> (String, String) {
         _ => error.split_whitespace().collect::<Vec<_>>().join(" "),
     };
     (what.to_string(), detail)
+}
+
+/// The text of the first `<name>…</name>` in `text` (an AWS error body, or an error quoting one),
+/// trimmed.
+pub(crate) fn xml_tag(text: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let start = text.find(&open)? + open.len();
+    let end = text[start..].find(&format!("</{name}>"))?;
+    Some(text[start..start + end].trim().to_string())
 }
 
 /// The retry policy of `options`.

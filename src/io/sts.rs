@@ -19,7 +19,7 @@ use object_store::client::{HttpClient, HttpConnector, HttpRequestBody, ReqwestCo
 use object_store::{ClientConfigKey, ClientOptions};
 use serde::Deserialize;
 
-use super::s3::{settings, S3Location, StorageOptions};
+use super::s3::{settings, xml_tag, S3Location, StorageOptions};
 use crate::error::{invalid, of_kind, ErrorKind, Result};
 
 /// What a client may do with the keys it is handed.
@@ -129,21 +129,13 @@ struct Credentials {
     expiration: String,
 }
 
-/// The keys of an STS `AssumeRole` answer (its XML).
-pub(crate) fn parse_credentials(xml: &str) -> Result<Issued> {
-    let parsed: AssumeRoleResponse = quick_xml::de::from_str(xml).map_err(|e| {
-        of_kind(
-            ErrorKind::Unavailable,
-            format!("STS AssumeRole: an answer without credentials: {e}"),
-        )
-    })?;
+/// The keys of an STS `AssumeRole` answer (its XML), or what is wrong with it.
+pub(crate) fn parse_credentials(xml: &str) -> std::result::Result<Issued, String> {
+    let parsed: AssumeRoleResponse =
+        quick_xml::de::from_str(xml).map_err(|e| format!("an answer without credentials: {e}"))?;
     let c = parsed.assume_role_result.credentials;
-    let expires = chrono::DateTime::parse_from_rfc3339(&c.expiration).map_err(|e| {
-        of_kind(
-            ErrorKind::Unavailable,
-            format!("STS AssumeRole: expiration '{}': {e}", c.expiration),
-        )
-    })?;
+    let expires = chrono::DateTime::parse_from_rfc3339(&c.expiration)
+        .map_err(|e| format!("expiration '{}': {e}", c.expiration))?;
     Ok(Issued {
         access_key_id: c.access_key_id,
         secret_access_key: c.secret_access_key,
@@ -154,12 +146,7 @@ pub(crate) fn parse_credentials(xml: &str) -> Result<Issued> {
 
 /// STS's own words for a refusal (`Code: Message` of its error XML), or the answer cut short.
 fn sts_refusal(status: u16, body: &str) -> String {
-    let tag = |name: &str| {
-        let open = format!("<{name}>");
-        let start = body.find(&open)? + open.len();
-        let end = body[start..].find(&format!("</{name}>"))?;
-        Some(body[start..start + end].trim().to_string())
-    };
+    let tag = |name: &str| xml_tag(body, name);
     match (tag("Code"), tag("Message")) {
         (Some(c), Some(m)) => format!("HTTP {status}, {c}: {m}"),
         (Some(c), None) => format!("HTTP {status}, {c}"),
@@ -393,7 +380,7 @@ impl DataTokens {
         if !status.is_success() {
             return Err(unavailable(sts_refusal(status.as_u16(), &body)));
         }
-        parse_credentials(&body).map_err(|e| unavailable(e.to_string()))
+        parse_credentials(&body).map_err(unavailable)
     }
 }
 

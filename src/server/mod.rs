@@ -64,40 +64,7 @@ pub struct ServerConfig {
     #[serde(default)]
     pub storage: crate::io::StorageOptions,
     pub metrics: Option<MetricsConfig>,
-    pub rest: Option<RestConfig>,
-}
-
-/// `[rest]`: Paimon's REST catalog API.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RestConfig {
-    /// Where the REST catalog is served, e.g. `127.0.0.1:8181` (port 0: any free port, printed).
-    pub listen: String,
-    /// Data credentials (`GET …/token`) for `s3://` warehouses: the role STS issues them for,
-    /// each scoped to one table's prefix. Without it clients bring their own storage keys.
-    pub data_token_role_arn: Option<String>,
-    /// Their lifetime (900 to 43200; default 3600).
-    pub data_token_seconds: Option<u64>,
-    /// STS's endpoint (default `AWS_ENDPOINT_URL_STS`, else the S3 endpoint when set, else
-    /// AWS's regional STS).
-    pub sts_endpoint: Option<String>,
-}
-
-impl RestConfig {
-    /// The data-token settings, if any (a lifetime or an STS endpoint without a role is refused).
-    fn data_tokens(&self) -> Result<Option<crate::io::sts::DataTokenOptions>> {
-        match &self.data_token_role_arn {
-            Some(role_arn) => Ok(Some(crate::io::sts::DataTokenOptions {
-                role_arn: role_arn.clone(),
-                seconds: self.data_token_seconds,
-                sts_endpoint: self.sts_endpoint.clone(),
-            })),
-            None if self.data_token_seconds.is_some() || self.sts_endpoint.is_some() => invalid!(
-                "config: [rest] data_token_seconds and sts_endpoint need data_token_role_arn"
-            ),
-            None => Ok(None),
-        }
-    }
+    pub rest: Option<rest::RestConfig>,
 }
 
 /// `[metrics]`: the Prometheus endpoint.
@@ -354,7 +321,7 @@ impl ServeOptions {
                 },
             );
         }
-        let auth = resolve_auth(&config.auth)?;
+        let auth = auth::AuthOptions::from_config(&config.auth)?;
         let limits = SqlLimits {
             memory_limit_bytes: config.query.memory_limit_mb.map(|m| m * 1024 * 1024),
             query_timeout: config.query.timeout_seconds.map(Duration::from_secs),
@@ -432,43 +399,6 @@ impl ServeOptions {
             limits,
         })
     }
-}
-
-/// `[auth]`, with the signing key read and checked.
-fn resolve_auth(config: &AuthConfig) -> Result<auth::AuthOptions> {
-    let defaults = auth::AuthOptions::default();
-    let keys = match &config.signing_key_file {
-        None => None,
-        Some(path) => {
-            #[allow(clippy::disallowed_methods)] // One small file read at start-up.
-            let bytes = std::fs::read(path).map_err(|e| {
-                crate::error::LocalIoSnafu {
-                    path: format!("signing_key_file {path}"),
-                }
-                .into_error(e)
-            })?;
-            Some(auth::token::Keys::from_file_contents(path, &bytes)?)
-        }
-    };
-    let seconds = |v: Option<u64>, key: &str, default: Duration| match v {
-        Some(0) => invalid!("config: [auth] {key} must be at least 1"),
-        Some(s) => Ok(Duration::from_secs(s)),
-        None => Ok(default),
-    };
-    Ok(auth::AuthOptions {
-        keys,
-        token_ttl: seconds(
-            config.token_ttl_seconds,
-            "token_ttl_seconds",
-            defaults.token_ttl,
-        )?,
-        ticket_ttl: seconds(
-            config.ticket_ttl_seconds,
-            "ticket_ttl_seconds",
-            defaults.ticket_ttl,
-        )?,
-        issuers: config.issuers.clone(),
-    })
 }
 
 /// Runs the server until SIGINT/SIGTERM; prints `tidelake listening on ADDR` once bound.

@@ -168,6 +168,18 @@ def start_configured(tmp, config_text, label, env_extra=None, password="pw"):
     return start_server(tmp / "warehouse", config=cfg, label=label, env_extra=env_extra)
 
 
+def announced(srv, pattern):
+    """Group 1 of the first line `srv` printed after its listening line that matches `pattern` (the
+    address of a side port: `[metrics]`, `[rest]`), waiting up to 5 s for it."""
+    for _ in range(100):
+        for line in srv.extra_stdout:
+            m = re.match(pattern, line)
+            if m:
+                return m.group(1)
+        time.sleep(0.05)
+    raise AssertionError(f"no line matching {pattern!r}: {srv.extra_stdout}")
+
+
 def stop_cleanly(srv):
     """Stops `srv` with SIGTERM; it must exit 0."""
     rc = srv.stop()

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from conftest import adbc_connect, start_configured, stop_cleanly
+from conftest import adbc_connect, announced, start_configured, stop_cleanly
 
 
 def scrape(url):
@@ -28,13 +28,7 @@ def value(text, name, labels=""):
 def metered(tmp_path):
     srv = start_configured(tmp_path, '[metrics]\nlisten = "127.0.0.1:0"\n', "metrics-server",
                            env_extra={"TIDELAKE_LOG": "warn,audit=info"})
-    for _ in range(50):
-        if srv.extra_stdout:
-            break
-        time.sleep(0.05)
-    m = re.match(r"tidelake metrics on (http://127\.0\.0\.1:\d+/metrics)", srv.extra_stdout[0])
-    assert m, srv.extra_stdout
-    yield srv, m.group(1)
+    yield srv, announced(srv, r"tidelake metrics on (http://127\.0\.0\.1:\d+/metrics)")
     stop_cleanly(srv)
 
 

@@ -8,7 +8,6 @@ One server, tenants `acme` and `beta`; alice (admin), wendy (writer) and mallory
 bob (admin) to beta.
 """
 import json
-import re
 import threading
 import time
 import urllib.error
@@ -63,25 +62,22 @@ tenant = "beta"
 role = "admin"
 """
 
+# What a server with `[rest] listen` prints: the catalog's base URL.
+REST_LINE = r"tidelake REST catalog on (http://\S+)"
+
 PK_SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.string())])
 
 
 @pytest.fixture(scope="module")
 def rest(tmp_path_factory):
     """(server, REST base URL)."""
-    from conftest import start_configured, stop_cleanly
+    from conftest import announced, start_configured, stop_cleanly
 
     tmp = tmp_path_factory.mktemp("rest")
     srv = start_configured(tmp, CONFIG, "rest server", env_extra={"TIDELAKE_TEST_HS_SECRET": HS_SECRET})
     srv.audit_log = tmp / "audit.log"
-    for _ in range(100):
-        if srv.extra_stdout:
-            break
-        time.sleep(0.05)
-    m = re.match(r"tidelake REST catalog on (http://127\.0\.0\.1:\d+)", srv.extra_stdout[0])
-    assert m, srv.extra_stdout
     try:
-        yield srv, m.group(1)
+        yield srv, announced(srv, REST_LINE)
     finally:
         srv.extra_stdout.clear()
         stop_cleanly(srv)

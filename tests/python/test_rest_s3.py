@@ -6,15 +6,14 @@ from moto's record of the AssumeRole call. Without `[rest] data_token_role_arn` 
 and an unreachable STS is a 503 with Paimon's error body.
 """
 import json
-import re
 import time
 import urllib.request
 
 import pytest
 
 import tidelake
-from conftest import hash_password, start_server, stop_cleanly
-from test_rest_catalog import PK_SCHEMA, call, catalog, read, token, write
+from conftest import announced, hash_password, start_server, stop_cleanly
+from test_rest_catalog import PK_SCHEMA, REST_LINE, call, catalog, read, token, write
 from test_s3 import KEY, SECRET, _s3, _start_moto, aws_env, bucket, endpoint, keys  # noqa: F401 (fixtures)
 
 ROLE = "arn:aws:iam::123456789012:role/tidelake-data"
@@ -61,13 +60,7 @@ def _serve(tmp, endpoint, warehouse, extra=""):
     cfg.write_text(CONFIG.replace("{role}", ROLE).replace("{extra}", extra)
                    .replace("{pw}", hash_password("pw")))
     srv = start_server(warehouse, config=cfg, label="rest-s3", env_extra=aws_env(endpoint))
-    for _ in range(100):
-        if srv.extra_stdout:
-            break
-        time.sleep(0.05)
-    m = re.match(r"tidelake REST catalog on (http://127\.0\.0\.1:\d+)", srv.extra_stdout[0])
-    assert m, srv.extra_stdout
-    return srv, m.group(1)
+    return srv, announced(srv, REST_LINE)
 
 
 def assumed_role(sts, access_key_id):
@@ -188,15 +181,8 @@ def test_an_unreachable_sts_is_503_and_a_local_warehouse_has_no_tokens(tmp_path,
 
     # A local warehouse: /v1/config does not turn data tokens on, and /token says why there are none.
     (tmp_path / "b").mkdir()
-    cfg = tmp_path / "b" / "tidelake.toml"
-    cfg.write_text(CONFIG.replace("{role}", ROLE).replace("{extra}", "").replace("{pw}", hash_password("pw")))
-    srv = start_server(tmp_path / "b" / "warehouse", config=cfg, label="rest-local")
+    srv, url = _serve(tmp_path / "b", endpoint, tmp_path / "b" / "warehouse")
     try:
-        for _ in range(100):
-            if srv.extra_stdout:
-                break
-            time.sleep(0.05)
-        url = re.match(r"tidelake REST catalog on (http://\S+)", srv.extra_stdout[0]).group(1)
         admin = token(srv, "alice")
         status, cfg_body = call(url, "GET", "/v1/config?warehouse=acme", admin)
         assert status == 200 and "data-token.enabled" not in cfg_body["overrides"], cfg_body

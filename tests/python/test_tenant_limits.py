@@ -138,20 +138,11 @@ def test_subscriptions_beyond_the_limit_are_refused(limited):
 
 # Last in the module: its timed-out counts may still be winding down when it ends.
 def test_rest_requests_take_their_tenants_statement_slots(limited):
-    import re
-
-    from test_rest_catalog import call, token
+    from conftest import announced
+    from test_rest_catalog import REST_LINE, call, token
 
     srv = limited
-    url = None
-    for _ in range(100):
-        lines = [m for m in map(lambda l: re.match(r"tidelake REST catalog on (http://\S+)", l),
-                                srv.extra_stdout) if m]
-        if lines:
-            url = lines[0].group(1)
-            break
-        time.sleep(0.05)
-    assert url, srv.extra_stdout
+    url = announced(srv, REST_LINE)
     alice, bob = token(srv, "alice"), token(srv, "bob")
     assert call(url, "GET", "/v1/acme/databases", alice)[0] == 200
     outcomes = []

@@ -24,6 +24,7 @@ use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine;
 use sha2::Digest;
+use snafu::IntoError;
 use tonic::Status;
 
 use super::tenant::{Tenant, Tenants};
@@ -470,6 +471,45 @@ fn parse_basic(encoded: &str) -> Result<(String, String), Status> {
     let text = String::from_utf8(decoded).map_err(|_| malformed())?;
     let (user, password) = text.split_once(':').ok_or_else(malformed)?;
     Ok((user.to_string(), password.to_string()))
+}
+
+/// `[auth]`, with the signing key read and checked.
+impl AuthOptions {
+    pub(crate) fn from_config(config: &super::AuthConfig) -> crate::error::Result<Self> {
+        let defaults = AuthOptions::default();
+        let keys = match &config.signing_key_file {
+            None => None,
+            Some(path) => {
+                #[allow(clippy::disallowed_methods)] // One small file read at start-up.
+                let bytes = std::fs::read(path).map_err(|e| {
+                    crate::error::LocalIoSnafu {
+                        path: format!("signing_key_file {path}"),
+                    }
+                    .into_error(e)
+                })?;
+                Some(Keys::from_file_contents(path, &bytes)?)
+            }
+        };
+        let seconds = |v: Option<u64>, key: &str, default: Duration| match v {
+            Some(0) => crate::error::invalid!("config: [auth] {key} must be at least 1"),
+            Some(s) => Ok(Duration::from_secs(s)),
+            None => Ok(default),
+        };
+        Ok(AuthOptions {
+            keys,
+            token_ttl: seconds(
+                config.token_ttl_seconds,
+                "token_ttl_seconds",
+                defaults.token_ttl,
+            )?,
+            ticket_ttl: seconds(
+                config.ticket_ttl_seconds,
+                "ticket_ttl_seconds",
+                defaults.ticket_ttl,
+            )?,
+            issuers: config.issuers.clone(),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::Digest;
 
+use super::commit::{commit, latest_snapshot};
 use super::data::{partitions, token};
 use super::lifecycle::{branches, rollback, schema_change, AlterTable, CreateTag};
 use super::route::Route;
@@ -21,7 +22,7 @@ use crate::error::ErrorKind;
 use crate::io::sts::DataTokens;
 use crate::server::auth::Principal;
 use crate::spec::identifier::Identifier;
-use crate::spec::{Snapshot, TableSchema};
+use crate::spec::TableSchema;
 use crate::table::Table;
 
 /// Names a page lists at most when the client does not say.
@@ -415,31 +416,25 @@ pub(super) fn location(catalog: &Catalog, path: &str) -> String {
 }
 
 /// When the table was made: its first schema's time.
-async fn created_at(table: &Table) -> i64 {
+pub(super) async fn created_at(table: &Table) -> i64 {
     match table.schema_manager().schema(0).await {
         Ok(s) => s.time_millis,
         Err(_) => table.schema().time_millis,
     }
 }
 
-/// A table's id: a digest of where it is and when its first schema was made, so a table dropped
-/// and created again under the same name has another id (a commit for the old one is refused).
-async fn table_id(catalog: &Catalog, table: &Table) -> String {
-    let created = created_at(table).await;
+/// A table's id: a digest of where it is and when its first schema was made (`created`), so a
+/// table dropped and created again under the same name has another id (a commit for the old one
+/// is refused).
+pub(super) fn table_id(catalog: &Catalog, table: &Table, created: i64) -> String {
     let digest = sha2::Sha256::digest(format!(
         "{}\0{}\0{created}",
         catalog.io().uri(),
         table.path()
     ));
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    uuid::Builder::from_slice(&digest[..16])
+        .map(|b| b.into_uuid().to_string())
+        .unwrap_or_default()
 }
 
 async fn table_response(catalog: &Catalog, table: &Table) -> Result<Value, RestError> {
@@ -452,16 +447,16 @@ async fn table_response(catalog: &Catalog, table: &Table) -> Result<Value, RestE
     })?;
     // Audit fields: when the table was made (its first schema) and last changed (its latest schema
     // or snapshot); tidelake keeps no owner or author of either.
-    let created_at = created_at(table).await;
+    let created = created_at(table).await;
     let last_commit = match table.snapshot_manager().latest().await? {
         Some(s) => s.time_millis,
         None => 0,
     };
     Ok(json!({
-        "id": table_id(catalog, table).await,
+        "id": table_id(catalog, table, created),
         "name": table.identifier().table,
         "owner": null,
-        "createdAt": created_at,
+        "createdAt": created,
         "createdBy": null,
         "updatedAt": schema.time_millis.max(last_commit),
         "updatedBy": null,
@@ -593,159 +588,6 @@ async fn create_table(catalog: &Catalog, db: &str, body: &[u8]) -> Result<Respon
     ok(json!({}))
 }
 
-/// `GET …/snapshot`: the latest snapshot as its file has it, or 404 `SNAPSHOT` before the first
-/// commit.
-async fn latest_snapshot(table: &Table) -> Result<Response, RestError> {
-    let sm = table.snapshot_manager();
-    let Some(latest) = sm.latest().await? else {
-        return Err(RestError::new(
-            ErrorKind::NotFound,
-            format!("table '{}' has no snapshot yet", table.identifier()),
-        )
-        .about("SNAPSHOT", table.identifier().to_string()));
-    };
-    let path = sm.snapshot_path(latest.id);
-    let raw = table.io().read(&path).await?;
-    let snapshot: Value = serde_json::from_slice(&raw).map_err(|e| {
-        RestError::new(
-            ErrorKind::Internal,
-            format!("table '{}': {path}: {e}", table.identifier()),
-        )
-    })?;
-    // The live files' statistics (the folded manifests are cached per snapshot).
-    let files = table.manifest_manager().live_entries(&latest).await?;
-    let bytes: i64 = files.iter().map(|e| e.file.file_size).sum();
-    let last_file = files
-        .iter()
-        .filter_map(|e| e.file.creation_time)
-        .max()
-        .unwrap_or(latest.time_millis);
-    ok(json!({
-        "snapshot": {
-            "snapshot": snapshot,
-            "recordCount": latest.total_record_count.unwrap_or(0),
-            "fileSizeInBytes": bytes,
-            "fileCount": files.len(),
-            "lastFileCreationTime": last_file,
-        }
-    }))
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CommitRequest {
-    #[serde(default)]
-    table_id: Option<String>,
-    #[serde(default)]
-    base_snapshot_uuid: Option<String>,
-    snapshot: Value,
-}
-
-/// Why a client's snapshot cannot be stored as sent (`None`: it can), given the table's latest
-/// snapshot (whose uuid the client based it on) and which of its files exist.
-pub(crate) fn invalid_snapshot(
-    snapshot: &Snapshot,
-    latest: Option<&Snapshot>,
-    schema_known: bool,
-    missing_files: &[String],
-) -> Option<String> {
-    let expected = latest.map_or(1, |l| l.id + 1);
-    if snapshot.id != expected {
-        return Some(format!(
-            "snapshot {} does not follow the latest snapshot (the next id is {expected})",
-            snapshot.id
-        ));
-    }
-    if !schema_known {
-        return Some(format!(
-            "snapshot {} names schema {}, which the table does not have",
-            snapshot.id, snapshot.schema_id
-        ));
-    }
-    if !missing_files.is_empty() {
-        return Some(format!(
-            "snapshot {} names manifest files that do not exist: {}",
-            snapshot.id,
-            missing_files.join(", ")
-        ));
-    }
-    None
-}
-
-/// `POST …/commit`: stores the client's snapshot as sent, once it is the next one after the
-/// snapshot it was based on; a lost race (another committer, Flight's included, took the id or
-/// moved the table on) is `success: false`, and the client retries on the new latest.
-async fn commit(catalog: &Catalog, table: &Table, body: &[u8]) -> Result<Response, RestError> {
-    let req: CommitRequest = parse_body(body)?;
-    let name = table.identifier().to_string();
-    if let Some(id) = &req.table_id {
-        if *id != table_id(catalog, table).await {
-            return Err(RestError::new(
-                ErrorKind::NotFound,
-                format!("table '{name}' was dropped and created again since the client loaded it (table id {id})"),
-            )
-            .about("TABLE", name));
-        }
-    }
-    let snapshot: Snapshot = serde_json::from_value(req.snapshot.clone()).map_err(|e| {
-        RestError::new(
-            ErrorKind::InvalidArgument,
-            format!("table '{name}': malformed snapshot: {e}"),
-        )
-    })?;
-    let sm = table.snapshot_manager();
-    let latest = sm.latest().await?;
-    if latest.as_ref().and_then(|l| l.uuid.as_deref()) != req.base_snapshot_uuid.as_deref() {
-        return ok(json!({"success": false}));
-    }
-    let schema_known = table
-        .schema_manager()
-        .list_ids()
-        .await?
-        .contains(&snapshot.schema_id);
-    let mm = table.manifest_manager();
-    let mut missing = Vec::new();
-    let lists = [
-        Some(&snapshot.base_manifest_list),
-        Some(&snapshot.delta_manifest_list),
-        snapshot.changelog_manifest_list.as_ref(),
-        snapshot.index_manifest.as_ref(),
-    ];
-    for file in lists.into_iter().flatten() {
-        if !crate::spec::identifier::is_path_safe(file)
-            || !table.io().exists(&mm.path(file)).await?
-        {
-            missing.push(file.clone());
-        }
-    }
-    if let Some(why) = invalid_snapshot(&snapshot, latest.as_ref(), schema_known, &missing) {
-        return Err(RestError::new(
-            ErrorKind::InvalidArgument,
-            format!("table '{name}': {why}"),
-        ));
-    }
-    let json = serde_json::to_vec_pretty(&req.snapshot)
-        .map_err(|e| RestError::new(ErrorKind::Internal, format!("table '{name}': {e}")))?;
-    if !table
-        .io()
-        .write_if_absent(&sm.snapshot_path(snapshot.id), Bytes::from(json))
-        .await?
-    {
-        return ok(json!({"success": false}));
-    }
-    sm.write_latest_hint(snapshot.id).await;
-    if snapshot.id == 1 {
-        sm.write_earliest_hint(1).await;
-    }
-    crate::metrics::metrics()
-        .commits
-        .get_or_create(&[("kind", snapshot.commit_kind.as_str())])
-        .inc();
-    crate::table::changelog::notify_commit();
-    tracing::info!(table = %name, snapshot = snapshot.id, "committed through the REST catalog");
-    ok(json!({"success": true}))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -794,29 +636,5 @@ mod tests {
         .unwrap();
         assert_eq!(highest_field_id(&fields), 7);
         assert_eq!(highest_field_id(&[]), -1);
-    }
-
-    #[test]
-    fn a_snapshot_is_stored_only_as_the_next_with_its_files() {
-        let snap = |id: i64| -> Snapshot {
-            serde_json::from_value(json!({
-                "version": 3, "id": id, "schemaId": 0, "baseManifestList": "b",
-                "deltaManifestList": "d", "commitUser": "u", "commitIdentifier": 1,
-                "commitKind": "APPEND", "timeMillis": 1
-            }))
-            .unwrap()
-        };
-        assert_eq!(invalid_snapshot(&snap(1), None, true, &[]), None);
-        assert_eq!(invalid_snapshot(&snap(3), Some(&snap(2)), true, &[]), None);
-        assert!(invalid_snapshot(&snap(2), None, true, &[])
-            .unwrap()
-            .contains("next id is 1"));
-        assert!(invalid_snapshot(&snap(5), Some(&snap(2)), true, &[]).is_some());
-        assert!(invalid_snapshot(&snap(1), None, false, &[])
-            .unwrap()
-            .contains("schema 0"));
-        assert!(invalid_snapshot(&snap(1), None, true, &["b".into()])
-            .unwrap()
-            .contains("do not exist: b"));
     }
 }

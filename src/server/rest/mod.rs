@@ -13,6 +13,7 @@
 //! (`REST <METHOD> <resource>`, its table or database, the HTTP reason phrase). The catalog work
 //! is in [`handlers`].
 
+mod commit;
 mod data;
 mod handlers;
 mod lifecycle;
@@ -27,14 +28,48 @@ use axum::extract::ConnectInfo;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::{Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 use tokio::net::TcpListener;
 
 use super::audit::{Audit, Record};
 use super::auth::{Authenticator, Principal};
-use crate::error::{Error, ErrorKind};
+use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::io::sts::DataTokens;
 use crate::runtime::WorkPool;
 use route::{Route, Routed};
+
+/// `[rest]`: Paimon's REST catalog API.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestConfig {
+    /// Where the REST catalog is served, e.g. `127.0.0.1:8181` (port 0: any free port, printed).
+    pub listen: String,
+    /// Data credentials (`GET …/token`) for `s3://` warehouses: the role STS issues them for,
+    /// each scoped to one table's prefix. Without it clients bring their own storage keys.
+    pub data_token_role_arn: Option<String>,
+    /// Their lifetime (900 to 43200; default 3600).
+    pub data_token_seconds: Option<u64>,
+    /// STS's endpoint (default `AWS_ENDPOINT_URL_STS`, else the S3 endpoint when set, else
+    /// AWS's regional STS).
+    pub sts_endpoint: Option<String>,
+}
+
+impl RestConfig {
+    /// The data-token settings, if any (a lifetime or an STS endpoint without a role is refused).
+    pub(crate) fn data_tokens(&self) -> Result<Option<crate::io::sts::DataTokenOptions>> {
+        match &self.data_token_role_arn {
+            Some(role_arn) => Ok(Some(crate::io::sts::DataTokenOptions {
+                role_arn: role_arn.clone(),
+                seconds: self.data_token_seconds,
+                sts_endpoint: self.sts_endpoint.clone(),
+            })),
+            None if self.data_token_seconds.is_some() || self.sts_endpoint.is_some() => invalid!(
+                "config: [rest] data_token_seconds and sts_endpoint need data_token_role_arn"
+            ),
+            None => Ok(None),
+        }
+    }
+}
 
 /// Largest request body accepted (a create-table schema or a commit's snapshot is a few KiB;
 /// statistics of many partitions more): larger is 413.

@@ -501,10 +501,10 @@ impl TableCommit {
                 Err(e) => decide::resolve_publish(e, read_back(&sm, next_id).await, &snapshot)?,
             };
             if published == Published::Ours {
-                let m = crate::metrics::metrics();
-                m.commits.get_or_create(&[("kind", kind.as_str())]).inc();
-                m.commit_seconds.observe(started.elapsed().as_secs_f64());
-                self.after_publish(next_id).await;
+                crate::metrics::metrics()
+                    .commit_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                after_publish(table, next_id, kind).await;
                 return Ok(CommitOutcome::Committed(next_id));
             }
             // This attempt's files are garbage now; only the ADD manifest is reused.
@@ -618,16 +618,6 @@ impl TableCommit {
             delta,
             written,
         })
-    }
-
-    /// Hints after a successful publish: `LATEST` always, `EARLIEST` for a table's first snapshot.
-    async fn after_publish(&self, id: i64) {
-        let sm = self.table.snapshot_manager();
-        sm.write_latest_hint(id).await;
-        super::changelog::notify_commit();
-        if id == 1 {
-            sm.write_earliest_hint(1).await;
-        }
     }
 
     /// The newest snapshot of this commit user whose identifier is at least `identifier`.
@@ -746,4 +736,20 @@ struct AttemptLists {
     base: ListRef,
     delta: ListRef,
     written: Vec<String>,
+}
+
+/// What follows a snapshot published from this process (a commit here, or a snapshot a REST
+/// client wrote): the commit counted, `LATEST` hinted (and `EARLIEST` for a table's first
+/// snapshot), subscriptions woken.
+pub(crate) async fn after_publish(table: &Table, id: i64, kind: CommitKind) {
+    crate::metrics::metrics()
+        .commits
+        .get_or_create(&[("kind", kind.as_str())])
+        .inc();
+    let sm = table.snapshot_manager();
+    sm.write_latest_hint(id).await;
+    super::changelog::notify_commit();
+    if id == 1 {
+        sm.write_earliest_hint(1).await;
+    }
 }

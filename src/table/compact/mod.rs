@@ -14,8 +14,10 @@
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::compute::concat_batches;
-use snafu::ResultExt;
+
+mod output;
+
+use output::OutputFiles;
 
 use super::data_file::{self, RunFile};
 use super::deletion_vectors::{BucketVectors, Marks, OldCopies};
@@ -23,7 +25,7 @@ use super::lookup::{self, LookupSource};
 use super::progress::Operation;
 use super::write::CommitMessage;
 use super::Table;
-use crate::error::{ArrowSnafu, InternalSnafu, Result};
+use crate::error::{InternalSnafu, Result};
 use crate::lsm::changelog::chunk_changelog;
 use crate::lsm::compaction::{pick, pick_full, PickerOptions, RunSize};
 use crate::lsm::levels::{sorted_runs, LevelSortedRun};
@@ -32,7 +34,6 @@ use crate::lsm::merge::stream::{stream_chunks, RunStream};
 use crate::manifest::FileNamer;
 use crate::schema::layout::TableLayout;
 use crate::spec::binary_row::Datum;
-use crate::spec::manifest::FileSource;
 use crate::spec::options::DELETION_VECTORS;
 use crate::spec::snapshot::BATCH_COMMIT_IDENTIFIER;
 use crate::spec::{ChangelogProducer, CoreOptions, DataFileMeta};
@@ -204,87 +205,6 @@ fn compaction_changelog(
             Some(CompactionChangelog::Full)
         }
         _ => None,
-    }
-}
-
-/// Files of one compaction output (data or changelog): rows are gathered up to the target file
-/// size, encoded and written.
-struct OutputFiles {
-    layout: Arc<TableLayout>,
-    io: crate::io::FileIo,
-    clock: crate::clock::Clock,
-    handle: tokio::runtime::Handle,
-    dir: String,
-    names: std::vec::IntoIter<String>,
-    level: i32,
-    rows_per_file: usize,
-    /// Append outputs are renumbered from this sequence number, keeping order.
-    append_first_seq: Option<i64>,
-    pending: Vec<RecordBatch>,
-    pending_rows: usize,
-    written: Vec<DataFileMeta>,
-    /// Whether each output is also kept as its lookup file (tables whose compactions look keys
-    /// up in the levels above 0, for the files written there).
-    keep_lookup: bool,
-}
-
-impl OutputFiles {
-    fn accept(&mut self, batch: RecordBatch) -> Result<()> {
-        let mut start = 0;
-        while start < batch.num_rows() {
-            let take = (self.rows_per_file - self.pending_rows).min(batch.num_rows() - start);
-            self.pending.push(batch.slice(start, take));
-            self.pending_rows += take;
-            start += take;
-            if self.pending_rows >= self.rows_per_file {
-                self.flush()?;
-            }
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<()> {
-        if self.pending_rows == 0 {
-            return Ok(());
-        }
-        let batch =
-            concat_batches(&self.layout.file_schema, self.pending.iter()).context(ArrowSnafu {
-                context: "assembling a compaction output",
-            })?;
-        self.pending.clear();
-        let n = self.pending_rows as i64;
-        self.pending_rows = 0;
-        let name = self.names.next().ok_or_else(|| {
-            InternalSnafu {
-                message: "ran out of file names".to_string(),
-            }
-            .build()
-        })?;
-        let seq = self.append_first_seq.map(|first| {
-            self.append_first_seq = Some(first + n);
-            (first, first + n - 1)
-        });
-        let (bytes, meta) = data_file::encode(
-            &self.layout,
-            &batch,
-            name,
-            self.level,
-            seq,
-            FileSource::Compact,
-            self.clock.now_millis(),
-        )?;
-        let path = format!("{}/{}", self.dir, meta.file_name);
-        self.handle.block_on(self.io.write(&path, bytes))?;
-        if self.keep_lookup {
-            super::lookup::keep_written(&self.io, &path, &batch);
-        }
-        self.written.push(meta);
-        Ok(())
-    }
-
-    fn finish(mut self) -> Result<Vec<DataFileMeta>> {
-        self.flush()?;
-        Ok(self.written)
     }
 }
 
@@ -618,28 +538,6 @@ pub(crate) async fn rewrite(
         "compaction"
     );
     Ok(rewritten)
-}
-
-impl OutputFiles {
-    /// A writer with the same destination and sizing and nothing written.
-    fn clone_empty(&self) -> Self {
-        Self {
-            layout: Arc::clone(&self.layout),
-            io: self.io.clone(),
-            clock: self.clock.clone(),
-            handle: self.handle.clone(),
-            dir: self.dir.clone(),
-            names: Vec::new().into_iter(),
-            level: self.level,
-            rows_per_file: self.rows_per_file,
-            append_first_seq: self.append_first_seq,
-            pending: vec![],
-            pending_rows: 0,
-            written: vec![],
-            // Changelog files are never looked up in.
-            keep_lookup: false,
-        }
-    }
 }
 
 impl Table {
