@@ -17,6 +17,7 @@ pub mod limits;
 pub mod output_caps;
 mod point;
 mod provider;
+mod scan_exec;
 mod show;
 mod system;
 

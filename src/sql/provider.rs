@@ -14,13 +14,10 @@ use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
 use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::datasource::TableType;
-use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
-use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
-use futures::StreamExt;
+use datafusion::physical_plan::ExecutionPlan;
 
+use super::scan_exec::{ScanPartition, TableScanExec};
 use super::system;
 use crate::catalog::{Catalog, Identifier};
 use crate::error::{Error, Result};
@@ -401,23 +398,20 @@ impl TableProvider for TableScanProvider {
             plan.splits.clone()
         };
         let groups = split_groups(&splits, state.config().target_partitions());
-        let partitions: Vec<Arc<dyn PartitionStream>> = groups
+        let partitions: Vec<ScanPartition> = groups
             .into_iter()
-            .map(|splits| {
-                Arc::new(ScanPartition {
-                    schema: Arc::clone(&out_schema),
-                    read: read.clone(),
-                    plan: crate::table::Plan {
-                        splits,
-                        ..plan.clone()
-                    },
-                    reorder: reorder.clone(),
-                    limit,
-                }) as Arc<dyn PartitionStream>
+            .map(|splits| ScanPartition {
+                schema: Arc::clone(&out_schema),
+                read: read.clone(),
+                plan: crate::table::Plan {
+                    splits,
+                    ..plan.clone()
+                },
+                reorder: reorder.clone(),
+                limit,
             })
             .collect();
-        let exec = StreamingTableExec::try_new(out_schema, partitions, None, [], false, limit)?;
-        Ok(Arc::new(exec))
+        Ok(Arc::new(TableScanExec::new(out_schema, partitions, limit)))
     }
 }
 
@@ -466,56 +460,6 @@ fn per_file(split: &crate::table::Split) -> Vec<crate::table::Split> {
 
 /// The most DataFusion partitions one table scan is split into.
 const MAX_SCAN_PARTITIONS: usize = 16;
-
-/// One streamed scan of a planned snapshot; every execution reads the same files.
-struct ScanPartition {
-    schema: SchemaRef,
-    read: crate::table::TableRead,
-    plan: crate::table::Plan,
-    reorder: Vec<usize>,
-    limit: Option<usize>,
-}
-
-impl std::fmt::Debug for ScanPartition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScanPartition").finish_non_exhaustive()
-    }
-}
-
-impl PartitionStream for ScanPartition {
-    fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let plan = self.plan.clone();
-        let schema = Arc::clone(&self.schema);
-        let reorder = self.reorder.clone();
-        let mut remaining = self.limit.unwrap_or(usize::MAX);
-        let stream = self
-            .read
-            .stream(plan)
-            .map(move |r| -> datafusion::common::Result<RecordBatch> {
-                let b = r.map_err(df_err)?;
-                let cols = reorder.iter().map(|&i| Arc::clone(b.column(i))).collect();
-                let opts =
-                    arrow::array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
-                RecordBatch::try_new_with_options(Arc::clone(&schema), cols, &opts)
-                    .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
-            })
-            .take_while(move |r| {
-                let go = remaining > 0;
-                if let Ok(b) = r {
-                    remaining = remaining.saturating_sub(b.num_rows());
-                }
-                futures::future::ready(go)
-            });
-        Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            stream,
-        ))
-    }
-}
 
 /// A small in-memory table (system tables, SHOW/DESCRIBE results).
 pub(crate) fn mem_table(schema: SchemaRef, batch: RecordBatch) -> Result<Arc<dyn TableProvider>> {

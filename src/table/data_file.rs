@@ -417,24 +417,44 @@ pub(super) fn decode_built<R: parquet::file::reader::ChunkReader + 'static>(
     filter: Option<&RowGroupFilter>,
     columns: Option<&FileColumns>,
 ) -> Result<Decoded> {
+    crate::metrics::metrics().bytes_read.inc_by(projected_bytes(
+        builder.metadata(),
+        &file_roots(builder.schema(), target, columns),
+        filter,
+    ));
+    decode_projected(path, builder, batch_rows, target, columns)
+}
+
+/// The root positions (sorted) of the target's columns in a file of schema `file`.
+pub(super) fn file_roots(
+    file: &SchemaRef,
+    target: &SchemaRef,
+    columns: Option<&FileColumns>,
+) -> Vec<usize> {
+    let mut roots: Vec<usize> = target
+        .fields()
+        .iter()
+        .filter_map(|f| name_in_file(columns, f.name()))
+        .filter_map(|n| file.fields().iter().position(|ff| ff.name() == &n))
+        .collect();
+    roots.sort_unstable();
+    roots
+}
+
+/// [`decode_built`] without counting the bytes read (the caller counts them).
+pub(super) fn decode_projected<R: parquet::file::reader::ChunkReader + 'static>(
+    path: &str,
+    builder: ParquetRecordBatchReaderBuilder<R>,
+    batch_rows: usize,
+    target: &SchemaRef,
+    columns: Option<&FileColumns>,
+) -> Result<Decoded> {
     let names: Vec<Option<String>> = target
         .fields()
         .iter()
         .map(|f| name_in_file(columns, f.name()))
         .collect();
-    let file_fields = builder.schema().fields().clone();
-    let mut roots = Vec::new();
-    for name in names.iter().flatten() {
-        if let Some(i) = file_fields.iter().position(|ff| ff.name() == name) {
-            roots.push(i);
-        }
-    }
-    roots.sort_unstable();
-    crate::metrics::metrics().bytes_read.inc_by(projected_bytes(
-        builder.metadata(),
-        &roots,
-        filter,
-    ));
+    let roots = file_roots(builder.schema(), target, columns);
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
         .with_projection(mask)
@@ -500,7 +520,7 @@ impl Iterator for Decoded {
 
 /// The compressed bytes of the column chunks of `roots` (root column positions) in the row groups
 /// `filter` keeps: what a projected read fetches.
-fn projected_bytes(
+pub(super) fn projected_bytes(
     md: &parquet::file::metadata::ParquetMetaData,
     roots: &[usize],
     filter: Option<&RowGroupFilter>,
@@ -537,21 +557,28 @@ pub(crate) fn run_streams(
                 Arc::clone(&layout.file_schema),
                 files,
                 None,
+                None,
             )
         })
         .collect()
 }
 
-/// A sorted run read file by file (one file's batches in memory at a time).
+/// A sorted run read file by file (one file's batches in memory at a time); `predicate`, where
+/// given, is applied while each file is decoded ([`super::row_filter`]).
 pub(crate) fn run_stream(
     handle: tokio::runtime::Handle,
     io: crate::io::FileIo,
     schema: arrow::datatypes::SchemaRef,
     files: Vec<FileRef>,
     filter: Option<Arc<RowGroupFilter>>,
+    predicate: Option<Arc<dyn super::row_filter::RowPredicate>>,
 ) -> crate::lsm::merge::stream::RunStream {
     Box::new(files.into_iter().flat_map(move |file| {
-        match load_lazily(&handle, &io, &file, &schema, filter.as_deref()) {
+        let read = match &predicate {
+            Some(p) if filter.is_none() => load_tested(&handle, &io, &file, &schema, p),
+            _ => load_lazily(&handle, &io, &file, &schema, filter.as_deref()),
+        };
+        match read {
             Ok(batches) => batches,
             Err(e) => Box::new(std::iter::once(Err(e))),
         }
@@ -560,6 +587,37 @@ pub(crate) fn run_stream(
 
 /// Batches of one data file.
 type Batches = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
+/// [`load_lazily`] with `predicate` tested in each row group of a Parquet file (a local one read
+/// by ranges, any other fetched whole); a file it cannot be applied to is read whole.
+fn load_tested(
+    handle: &tokio::runtime::Handle,
+    io: &crate::io::FileIo,
+    file: &FileRef,
+    target: &SchemaRef,
+    predicate: &Arc<dyn super::row_filter::RowPredicate>,
+) -> Result<Batches> {
+    if file.path.ends_with(AVRO_SUFFIX) {
+        return load_lazily(handle, io, file, target, None);
+    }
+    let columns = file.columns.as_ref();
+    if let Some(local) = local_file(io, &file.path) {
+        let shared = super::page_cache::SharedFile(Arc::new(local));
+        return Ok(
+            match super::row_filter::open(&file.path, shared.clone(), target, columns, predicate)? {
+                Some(read) => Box::new(read),
+                None => Box::new(open_parquet(&file.path, shared, target, None, columns)?),
+            },
+        );
+    }
+    let bytes = handle.block_on(io.read_data(&file.path))?;
+    Ok(
+        match super::row_filter::open(&file.path, bytes.clone(), target, columns, predicate)? {
+            Some(read) => Box::new(read),
+            None => Box::new(open_parquet(&file.path, bytes, target, None, columns)?),
+        },
+    )
+}
 
 /// [`load`], decoding a local Parquet file as the batches are taken (a scan holds one batch per
 /// run, not a whole file); a filtered read (cached pages) or a fetched file is loaded whole.

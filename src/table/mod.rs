@@ -22,6 +22,7 @@ pub(crate) mod page_cache;
 pub(crate) mod postpone;
 pub mod progress;
 pub mod read;
+pub mod row_filter;
 pub mod scan;
 pub mod write;
 
@@ -34,6 +35,7 @@ pub use crate::schema::layout::TableLayout;
 pub use commit::{CommitOutcome, CommitUserState, Committed, Overwrite, TableCommit};
 pub use deletion_vectors::VectorsChange;
 pub use read::TableRead;
+pub use row_filter::RowPredicate;
 pub use scan::{Plan, ScanBuilder, SnapshotSelector, Split};
 pub use write::{CommitMessage, TableWrite, WriteOptions};
 

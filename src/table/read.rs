@@ -39,6 +39,8 @@ pub struct TableRead {
     /// `deletion-vectors.merge-on-read`: level 0 is read too, merged with the other levels
     /// (their marked rows left out), so rows not yet compacted up are seen.
     dv_merge_on_read: bool,
+    /// A test rows may be dropped by while files are decoded (reads without merging only).
+    row_predicate: Option<Arc<dyn super::RowPredicate>>,
 }
 
 /// The index of the snapshot a deletion-vector read reads: its entries are decoded once, by the
@@ -240,7 +242,16 @@ impl TableRead {
             output_schema,
             row_kind: false,
             row_tracking: false,
+            row_predicate: None,
         })
+    }
+
+    /// Lets the read drop the rows `predicate` rejects while it decodes files, before the columns
+    /// the predicate does not read are decoded for them. Inexact: only reads without merging (append
+    /// tables, compacted primary-key splits) apply it, so the caller still filters.
+    pub fn with_row_predicate(mut self, predicate: Arc<dyn super::RowPredicate>) -> Self {
+        self.row_predicate = Some(predicate);
+        self
     }
 
     /// Adds trailing `_ROW_ID` and `_SEQUENCE_NUMBER` columns (Paimon's `$row_tracking`); only a
@@ -466,6 +477,11 @@ impl TableRead {
         };
         let k = layout.key_indices.len();
         let spec = pk.then(|| layout.merge_spec(&value_cols, false));
+        // Rows are tested while decoding only where each file row is an output row as it is.
+        let predicate = self
+            .row_predicate
+            .clone()
+            .filter(|_| !pk && tracked.is_none() && !self.row_kind);
         let output_schema = Arc::clone(&self.output_schema);
         let kind_schema = self.row_kind.then(|| self.schema());
         // Where each projected column sits among the merged columns.
@@ -557,6 +573,7 @@ impl TableRead {
                     Arc::clone(&file_target),
                     files,
                     filter.clone(),
+                    predicate.clone(),
                 )
             });
             if let Some((schema, files)) = &tracked {

@@ -1,0 +1,322 @@
+//! The physical scan of a Paimon table: one DataFusion partition per group of splits, each a
+//! streamed [`TableRead`]. It also takes the dynamic filters the operators above it publish
+//! (DataFusion's TopK bar for `ORDER BY … LIMIT n`) and hands them to the read as a row
+//! predicate, so a row that cannot make the answer costs the decoding of the filter's columns
+//! only (late materialization, [`crate::table::row_filter`]).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, BooleanArray, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{internal_err, DataFusionError, ScalarValue};
+use datafusion::config::ConfigOptions;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, Literal};
+use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
+    PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
+};
+use futures::StreamExt;
+
+use super::provider::df_err;
+use crate::table::{Plan, RowPredicate, TableRead};
+
+/// One partition of a scan: a planned snapshot's splits read with one projection.
+#[derive(Clone)]
+pub(crate) struct ScanPartition {
+    /// What the partition yields (DataFusion's projection order).
+    pub(crate) schema: SchemaRef,
+    pub(crate) read: TableRead,
+    pub(crate) plan: Plan,
+    /// Where each output column is in the read's batches.
+    pub(crate) reorder: Vec<usize>,
+    pub(crate) limit: Option<usize>,
+}
+
+impl std::fmt::Debug for ScanPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanPartition")
+            .field("splits", &self.plan.splits.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScanPartition {
+    fn execute(&self, predicate: Option<Arc<dyn RowPredicate>>) -> SendableRecordBatchStream {
+        let schema = Arc::clone(&self.schema);
+        let reorder = self.reorder.clone();
+        let mut remaining = self.limit.unwrap_or(usize::MAX);
+        let read = match predicate {
+            Some(p) => self.read.clone().with_row_predicate(p),
+            None => self.read.clone(),
+        };
+        let stream = read
+            .stream(self.plan.clone())
+            .map(move |r| -> datafusion::common::Result<RecordBatch> {
+                let b = r.map_err(df_err)?;
+                let cols = reorder.iter().map(|&i| Arc::clone(b.column(i))).collect();
+                let opts =
+                    arrow::array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+                RecordBatch::try_new_with_options(Arc::clone(&schema), cols, &opts)
+                    .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
+            })
+            .take_while(move |r| {
+                let go = remaining > 0;
+                if let Ok(b) = r {
+                    remaining = remaining.saturating_sub(b.num_rows());
+                }
+                futures::future::ready(go)
+            });
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        ))
+    }
+}
+
+/// The scan operator: its partitions, and the dynamic filters pushed into it.
+#[derive(Debug, Clone)]
+pub(crate) struct TableScanExec {
+    schema: SchemaRef,
+    partitions: Vec<ScanPartition>,
+    limit: Option<usize>,
+    /// Dynamic filters of the operators above (their bar is read as the scan goes).
+    dynamic: Vec<Arc<dyn PhysicalExpr>>,
+    properties: Arc<PlanProperties>,
+}
+
+impl TableScanExec {
+    pub(crate) fn new(
+        schema: SchemaRef,
+        partitions: Vec<ScanPartition>,
+        limit: Option<usize>,
+    ) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            Partitioning::UnknownPartitioning(partitions.len().max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Self {
+            schema,
+            partitions,
+            limit,
+            dynamic: Vec::new(),
+            properties: Arc::new(properties),
+        }
+    }
+
+    /// The row predicate of the pushed dynamic filters (all must hold); none without any, or
+    /// when one reads a column the scan does not yield.
+    fn predicate(&self) -> Option<Arc<dyn RowPredicate>> {
+        if self.dynamic.is_empty() {
+            return None;
+        }
+        let mut names: Vec<String> = Vec::new();
+        for e in &self.dynamic {
+            for c in collect_columns(e) {
+                if !names.iter().any(|n| n == c.name()) {
+                    names.push(c.name().to_string());
+                }
+            }
+        }
+        names.sort();
+        let indices: Vec<usize> = names
+            .iter()
+            .map(|n| self.schema.index_of(n).ok())
+            .collect::<Option<_>>()?;
+        let narrow = self.schema.project(&indices).ok()?;
+        let exprs = self
+            .dynamic
+            .iter()
+            .map(|e| reassign_expr_columns(Arc::clone(e), &narrow).ok())
+            .collect::<Option<Vec<_>>>()?;
+        Some(Arc::new(FilterPredicate {
+            columns: names,
+            exprs,
+        }))
+    }
+}
+
+impl DisplayAs for TableScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TableScanExec: partitions={}", self.partitions.len())?;
+        if let Some(limit) = self.limit {
+            write!(f, ", fetch={limit}")?;
+        }
+        for e in &self.dynamic {
+            write!(f, ", row_filter={e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for TableScanExec {
+    fn name(&self) -> &str {
+        "TableScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> datafusion::common::Result<TreeNodeRecursion>,
+    ) -> datafusion::common::Result<TreeNodeRecursion> {
+        for e in &self.dynamic {
+            if f(e)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            internal_err!("TableScanExec has no children to replace")
+        }
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _ctx: Arc<TaskContext>,
+    ) -> datafusion::common::Result<SendableRecordBatchStream> {
+        match self.partitions.get(partition) {
+            Some(p) => Ok(p.execute(self.predicate())),
+            None => internal_err!(
+                "TableScanExec has {} partitions, not {}",
+                self.partitions.len(),
+                partition + 1
+            ),
+        }
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.limit
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        let mut partitions = self.partitions.clone();
+        for p in &mut partitions {
+            p.limit = limit;
+        }
+        Some(Arc::new(Self {
+            partitions,
+            limit,
+            ..self.clone()
+        }))
+    }
+
+    /// Dynamic filters are kept for the read (reported as not pushed: the operators above still
+    /// apply them); static filters were already pushed when the scan was planned.
+    fn handle_child_pushdown_result(
+        &self,
+        phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> datafusion::common::Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let mut dynamic = self.dynamic.clone();
+        let filters = child_pushdown_result
+            .parent_filters
+            .into_iter()
+            .map(|f| {
+                if phase == FilterPushdownPhase::Post && is_dynamic(&f.filter) {
+                    dynamic.push(f.filter);
+                }
+                PushedDown::No
+            })
+            .collect();
+        let updated = (dynamic.len() > self.dynamic.len()).then(|| {
+            Arc::new(Self {
+                dynamic,
+                ..self.clone()
+            }) as Arc<dyn ExecutionPlan>
+        });
+        Ok(FilterPushdownPropagation {
+            filters,
+            updated_node: updated,
+        })
+    }
+}
+
+/// Whether `e` is a dynamic filter (its value changes while the query runs).
+fn is_dynamic(e: &Arc<dyn PhysicalExpr>) -> bool {
+    e.downcast_ref::<DynamicFilterPhysicalExpr>().is_some()
+}
+
+/// Pushed filters evaluated over the columns they read (remapped to those columns).
+#[derive(Debug)]
+struct FilterPredicate {
+    columns: Vec<String>,
+    exprs: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+impl RowPredicate for FilterPredicate {
+    fn columns(&self) -> &[String] {
+        &self.columns
+    }
+
+    fn evaluate(&self, batch: &RecordBatch) -> std::result::Result<BooleanArray, String> {
+        let mut keep: Option<BooleanArray> = None;
+        for e in &self.exprs {
+            let value = e
+                .evaluate(batch)
+                .and_then(|v| v.into_array(batch.num_rows()))
+                .map_err(|e| e.to_string())?;
+            let Some(test) = value.as_any().downcast_ref::<BooleanArray>() else {
+                return Err(format!("row filter {e} is not a boolean"));
+            };
+            keep = Some(match keep {
+                Some(k) => arrow::compute::and(&k, test).map_err(|e| e.to_string())?,
+                None => test.clone(),
+            });
+        }
+        Ok(keep.unwrap_or_else(|| BooleanArray::from(vec![true; batch.num_rows()])))
+    }
+
+    /// Active once any dynamic filter has a bar (before, each is the literal `true`).
+    fn is_active(&self) -> bool {
+        self.exprs.iter().any(|e| {
+            let Some(dynamic) = e.downcast_ref::<DynamicFilterPhysicalExpr>() else {
+                return true;
+            };
+            match dynamic.current() {
+                Ok(current) => !matches!(
+                    current.downcast_ref::<Literal>().map(Literal::value),
+                    Some(ScalarValue::Boolean(Some(true)))
+                ),
+                Err(_) => false,
+            }
+        })
+    }
+}
