@@ -274,7 +274,8 @@ impl SqlEngine {
         let mut builder = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)
-            .with_default_features();
+            .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(scan_exec::TopNIntoScan));
         for f in builder.scalar_functions().iter_mut().flatten() {
             if let Some(capped) = output_caps::capped(f) {
                 *f = capped;

@@ -12,13 +12,15 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{internal_err, DataFusionError, ScalarValue};
 use datafusion::config::ConfigOptions;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, Literal};
+use datafusion::physical_expr::expressions::{Column, DynamicFilterPhysicalExpr, Literal};
 use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
 };
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
@@ -27,6 +29,7 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 
 use super::provider::df_err;
+use crate::table::read::TopKey;
 use crate::table::{Plan, RowPredicate, TableRead};
 
 /// One partition of a scan: a planned snapshot's splits read with one projection.
@@ -50,7 +53,15 @@ impl std::fmt::Debug for ScanPartition {
 }
 
 impl ScanPartition {
-    fn execute(&self, predicate: Option<Arc<dyn RowPredicate>>) -> SendableRecordBatchStream {
+    /// The partition's rows: with `top`, only those that can be first by its keys (read late);
+    /// with `predicate`, without rows it rejects.
+    fn execute(
+        &self,
+        predicate: Option<Arc<dyn RowPredicate>>,
+        top: Option<&TopN>,
+        metrics: &ExecutionPlanMetricsSet,
+        partition: usize,
+    ) -> SendableRecordBatchStream {
         let schema = Arc::clone(&self.schema);
         let reorder = self.reorder.clone();
         let mut remaining = self.limit.unwrap_or(usize::MAX);
@@ -58,8 +69,19 @@ impl ScanPartition {
             Some(p) => self.read.clone().with_row_predicate(p),
             None => self.read.clone(),
         };
-        let stream = read
-            .stream(self.plan.clone())
+        let rows = match top.and_then(|t| read.top_n_stream(self.plan.clone(), &t.keys, t.n)) {
+            Some(late) => {
+                let late_rows = MetricBuilder::new(metrics).counter("top_n_rows", partition);
+                late.inspect(move |b| {
+                    if let Ok(b) = b {
+                        late_rows.add(b.num_rows());
+                    }
+                })
+                .boxed()
+            }
+            None => read.stream(self.plan.clone()),
+        };
+        let stream = rows
             .map(move |r| -> datafusion::common::Result<RecordBatch> {
                 let b = r.map_err(df_err)?;
                 let cols = reorder.iter().map(|&i| Arc::clone(b.column(i))).collect();
@@ -90,7 +112,18 @@ pub(crate) struct TableScanExec {
     limit: Option<usize>,
     /// Dynamic filters of the operators above (their bar is read as the scan goes).
     dynamic: Vec<Arc<dyn PhysicalExpr>>,
+    /// The top-N a sort with a fetch above wants ([`TopNIntoScan`]).
+    top: Option<TopN>,
     properties: Arc<PlanProperties>,
+    /// `top_n_rows`: the rows partitions read late (EXPLAIN ANALYZE shows it).
+    metrics: ExecutionPlanMetricsSet,
+}
+
+/// What a sort with a fetch over the scan keeps: the first `n` rows by `keys`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TopN {
+    keys: Vec<TopKey>,
+    n: usize,
 }
 
 impl TableScanExec {
@@ -110,7 +143,9 @@ impl TableScanExec {
             partitions,
             limit,
             dynamic: Vec::new(),
+            top: None,
             properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
@@ -154,6 +189,10 @@ impl DisplayAs for TableScanExec {
         }
         for e in &self.dynamic {
             write!(f, ", row_filter={e}")?;
+        }
+        if let Some(top) = &self.top {
+            let keys: Vec<&str> = top.keys.iter().map(|k| k.column.as_str()).collect();
+            write!(f, ", top_n={} by [{}]", top.n, keys.join(", "))?;
         }
         Ok(())
     }
@@ -212,7 +251,12 @@ impl ExecutionPlan for TableScanExec {
         _ctx: Arc<TaskContext>,
     ) -> datafusion::common::Result<SendableRecordBatchStream> {
         match self.partitions.get(partition) {
-            Some(p) => Ok(p.execute(self.predicate())),
+            Some(p) => Ok(p.execute(
+                self.predicate(),
+                self.top.as_ref(),
+                &self.metrics,
+                partition,
+            )),
             None => internal_err!(
                 "TableScanExec has {} partitions, not {}",
                 self.partitions.len(),
@@ -223,6 +267,10 @@ impl ExecutionPlan for TableScanExec {
 
     fn fetch(&self) -> Option<usize> {
         self.limit
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
     }
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
@@ -319,4 +367,68 @@ impl RowPredicate for FilterPredicate {
             }
         })
     }
+}
+
+/// Physical rule: a sort with a fetch (`ORDER BY … LIMIT n`, DataFusion's TopK) directly over a
+/// table scan, by plain columns, makes the scan read late ([`crate::table::read::TopKey`]): it
+/// yields only rows that can be among the first `n`, which the sort still orders and cuts.
+#[derive(Debug, Default)]
+pub(crate) struct TopNIntoScan;
+
+impl datafusion::physical_optimizer::PhysicalOptimizerRule for TopNIntoScan {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        plan.transform_down(|node| {
+            let Some(sort) = node.downcast_ref::<SortExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let Some(scan) = sort.input().downcast_ref::<TableScanExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let Some(top) = top_n_of(sort) else {
+                return Ok(Transformed::no(node));
+            };
+            if scan.top.as_ref() == Some(&top) {
+                return Ok(Transformed::no(node));
+            }
+            let scan = Arc::new(TableScanExec {
+                top: Some(top),
+                ..scan.clone()
+            });
+            let node = Arc::clone(&node).replace_children(
+                vec![scan],
+                ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+            )?;
+            Ok(Transformed::yes(node))
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "tidelake_top_n_into_scan"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// The top-N of a sort with a fetch whose keys are plain columns; none otherwise. Pure.
+fn top_n_of(sort: &SortExec) -> Option<TopN> {
+    let n = sort.fetch()?;
+    let keys = sort
+        .expr()
+        .iter()
+        .map(|e| {
+            e.expr.downcast_ref::<Column>().map(|c| TopKey {
+                column: c.name().to_string(),
+                options: e.options,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(TopN { keys, n })
 }

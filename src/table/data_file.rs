@@ -325,7 +325,7 @@ fn load_selected(
 
 /// The open file behind `path` (relative to a local warehouse's root) when it is a Parquet file
 /// there; none otherwise (then the caller reads through the store, which reports any error).
-fn local_file(io: &crate::io::FileIo, path: &str) -> Option<std::fs::File> {
+pub(super) fn local_file(io: &crate::io::FileIo, path: &str) -> Option<std::fs::File> {
     if path.ends_with(AVRO_SUFFIX) || path.contains("://") {
         return None;
     }
@@ -382,7 +382,7 @@ fn decode_parquet<R: parquet::file::reader::ChunkReader + 'static>(
 
 /// [`decode_parquet`], one batch at a time: what the file's row groups decode into is held only
 /// until the caller takes it.
-fn open_parquet<R: parquet::file::reader::ChunkReader + 'static>(
+pub(super) fn open_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     path: &str,
     reader: R,
     target: &SchemaRef,
@@ -575,7 +575,9 @@ pub(crate) fn run_stream(
 ) -> crate::lsm::merge::stream::RunStream {
     Box::new(files.into_iter().flat_map(move |file| {
         let read = match &predicate {
-            Some(p) if filter.is_none() => load_tested(&handle, &io, &file, &schema, p),
+            Some(p) if filter.is_none() => {
+                super::row_filter::load_tested(&handle, &io, &file, &schema, p)
+            }
             _ => load_lazily(&handle, &io, &file, &schema, filter.as_deref()),
         };
         match read {
@@ -586,42 +588,11 @@ pub(crate) fn run_stream(
 }
 
 /// Batches of one data file.
-type Batches = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
-
-/// [`load_lazily`] with `predicate` tested in each row group of a Parquet file (a local one read
-/// by ranges, any other fetched whole); a file it cannot be applied to is read whole.
-fn load_tested(
-    handle: &tokio::runtime::Handle,
-    io: &crate::io::FileIo,
-    file: &FileRef,
-    target: &SchemaRef,
-    predicate: &Arc<dyn super::row_filter::RowPredicate>,
-) -> Result<Batches> {
-    if file.path.ends_with(AVRO_SUFFIX) {
-        return load_lazily(handle, io, file, target, None);
-    }
-    let columns = file.columns.as_ref();
-    if let Some(local) = local_file(io, &file.path) {
-        let shared = super::page_cache::SharedFile(Arc::new(local));
-        return Ok(
-            match super::row_filter::open(&file.path, shared.clone(), target, columns, predicate)? {
-                Some(read) => Box::new(read),
-                None => Box::new(open_parquet(&file.path, shared, target, None, columns)?),
-            },
-        );
-    }
-    let bytes = handle.block_on(io.read_data(&file.path))?;
-    Ok(
-        match super::row_filter::open(&file.path, bytes.clone(), target, columns, predicate)? {
-            Some(read) => Box::new(read),
-            None => Box::new(open_parquet(&file.path, bytes, target, None, columns)?),
-        },
-    )
-}
+pub(super) type Batches = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 
 /// [`load`], decoding a local Parquet file as the batches are taken (a scan holds one batch per
 /// run, not a whole file); a filtered read (cached pages) or a fetched file is loaded whole.
-fn load_lazily(
+pub(crate) fn load_lazily(
     handle: &tokio::runtime::Handle,
     io: &crate::io::FileIo,
     file: &FileRef,

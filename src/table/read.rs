@@ -20,6 +20,9 @@ use crate::spec::deletion_vector::DeletionVector;
 use crate::spec::options::{DELETION_VECTORS, DV_MERGE_ON_READ};
 use crate::spec::{CoreOptions, Snapshot};
 
+mod top_n;
+pub use top_n::TopKey;
+
 /// Reads splits of one table with a projection.
 #[derive(Debug, Clone)]
 pub struct TableRead {

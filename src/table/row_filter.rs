@@ -1,11 +1,13 @@
-//! Row predicates a read applies while it decodes a Parquet data file (late materialization):
-//! the columns a predicate reads are decoded first, row group by row group, and the other
-//! columns only for the rows it keeps (pages without a kept row are skipped, not decompressed).
+//! Late materialization: reads of Parquet data files that decode some columns for fewer rows.
 //!
-//! A predicate is inexact: it may only drop rows that cannot be part of the answer, and the
-//! caller filters again. So a file it cannot be applied to (a column it reads is missing, or
-//! stored under another type) is simply read whole. It is asked again for each row group, because
-//! the predicates that pay off are dynamic: a top-N's bar rises as the scan goes.
+//! - A row predicate is applied while a file is decoded: the columns it reads are decoded first,
+//!   row group by row group, and the other columns only for the rows it keeps (pages without a
+//!   kept row are skipped, not decompressed). A predicate is inexact: it may only drop rows that
+//!   cannot be part of the answer, and the caller filters again, so a file it cannot be applied to
+//!   (a column it reads is missing, or stored under another type) is simply read whole. It is asked
+//!   again for each row group, because the predicates that pay off are dynamic: a top-N's bar
+//!   rises as the scan goes.
+//! - [`load_rows`] decodes chosen rows of a file (a top-N's winners, `table::read::top_n`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -21,9 +23,12 @@ use parquet::arrow::ProjectionMask;
 use parquet::file::reader::ChunkReader;
 use snafu::ResultExt;
 
-use super::data_file::{decode_projected, file_roots, name_in_file, projected_bytes, Decoded};
+use super::data_file::{
+    self, decode_projected, file_roots, name_in_file, projected_bytes, Decoded,
+};
 use super::evolution::FileColumns;
-use crate::error::{ParquetSnafu, Result};
+use super::evolution::FileRef;
+use crate::error::{ArrowSnafu, ParquetSnafu, Result};
 
 /// A test on rows, evaluated over the columns it names.
 pub trait RowPredicate: Send + Sync + std::fmt::Debug {
@@ -211,6 +216,98 @@ impl<R: ChunkReader + Clone + 'static> Iterator for FilteredRead<R> {
                     return Some(Err(e));
                 }
             }
+        }
+    }
+}
+
+/// [`data_file::load_lazily`] with `predicate` tested in each row group of a Parquet file (a local one read
+/// by ranges, any other fetched whole); a file it cannot be applied to is read whole.
+pub(super) fn load_tested(
+    handle: &tokio::runtime::Handle,
+    io: &crate::io::FileIo,
+    file: &FileRef,
+    target: &SchemaRef,
+    predicate: &Arc<dyn RowPredicate>,
+) -> Result<data_file::Batches> {
+    if file.path.ends_with(data_file::AVRO_SUFFIX) {
+        return data_file::load_lazily(handle, io, file, target, None);
+    }
+    let columns = file.columns.as_ref();
+    if let Some(local) = data_file::local_file(io, &file.path) {
+        let shared = super::page_cache::SharedFile(Arc::new(local));
+        return Ok(
+            match open(&file.path, shared.clone(), target, columns, predicate)? {
+                Some(read) => Box::new(read),
+                None => Box::new(data_file::open_parquet(
+                    &file.path, shared, target, None, columns,
+                )?),
+            },
+        );
+    }
+    let bytes = handle.block_on(io.read_data(&file.path))?;
+    Ok(
+        match open(&file.path, bytes.clone(), target, columns, predicate)? {
+            Some(read) => Box::new(read),
+            None => Box::new(data_file::open_parquet(
+                &file.path, bytes, target, None, columns,
+            )?),
+        },
+    )
+}
+
+/// The rows at `rows` (positions in the file, ascending, unique) of one data file, in `target`'s
+/// layout: only the pages holding them are decompressed (a local file is read by ranges).
+pub(crate) fn load_rows(
+    handle: &tokio::runtime::Handle,
+    io: &crate::io::FileIo,
+    file: &FileRef,
+    target: &SchemaRef,
+    rows: &[u64],
+) -> Result<Vec<RecordBatch>> {
+    let columns = file.columns.as_ref();
+    fn chosen<R: parquet::file::reader::ChunkReader + 'static>(
+        path: &str,
+        reader: R,
+        target: &SchemaRef,
+        columns: Option<&FileColumns>,
+        rows: &[u64],
+    ) -> Result<Vec<RecordBatch>> {
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(reader).context(ParquetSnafu { path })?;
+        let total = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
+        let ranges = rows
+            .iter()
+            .map(|&r| r as usize)
+            .filter(|&r| r < total)
+            .map(|r| r..r + 1);
+        let selection =
+            parquet::arrow::arrow_reader::RowSelection::from_consecutive_ranges(ranges, total);
+        decode_projected(
+            path,
+            builder.with_row_selection(selection),
+            BATCH_ROWS,
+            target,
+            columns,
+        )?
+        .collect()
+    }
+    if file.path.ends_with(data_file::AVRO_SUFFIX) {
+        // Avro files are decoded whole; the rows are taken from them.
+        let all = data_file::load(handle, io, file, target, None)?;
+        let batch = arrow::compute::concat_batches(target, &all).context(ArrowSnafu {
+            context: format!("{}: joining batches", file.path),
+        })?;
+        let indices = arrow::array::UInt64Array::from(rows.to_vec());
+        let taken = arrow::compute::take_record_batch(&batch, &indices).context(ArrowSnafu {
+            context: format!("{}: taking rows", file.path),
+        })?;
+        return Ok(vec![taken]);
+    }
+    match data_file::local_file(io, &file.path) {
+        Some(local) => chosen(&file.path, local, target, columns, rows),
+        None => {
+            let bytes = handle.block_on(io.read_data(&file.path))?;
+            chosen(&file.path, bytes, target, columns, rows)
         }
     }
 }

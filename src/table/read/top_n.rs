@@ -1,0 +1,313 @@
+//! Late materialization of `ORDER BY … LIMIT n`: the sort columns of every row are decoded
+//! first, file by file, keeping the best `n` with where they sit (file, row); then the other
+//! columns are decoded for those `n` rows only. This is what lets a top-N cost about what a scan
+//! of its sort columns costs. Only reads without merging qualify (append tables, and primary-key
+//! splits whose files hold final rows), since a row's position must be the row.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array, UInt64Array};
+use arrow::compute::{lexsort_to_indices, take_record_batch, SortColumn, SortOptions};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use futures::stream::{self, BoxStream, StreamExt};
+use snafu::ResultExt;
+
+use super::{is_raw, TableRead};
+use crate::error::{ArrowSnafu, Result};
+use crate::table::data_file;
+use crate::table::evolution::FileRef;
+use crate::table::scan::Plan;
+
+/// A sort key of a top-N read: a column of the read's output and its order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopKey {
+    pub column: String,
+    pub options: SortOptions,
+}
+
+/// Names of the position columns added after the keys.
+const FILE_COLUMN: &str = "_TOP_FILE";
+const ROW_COLUMN: &str = "_TOP_ROW";
+
+impl TableRead {
+    /// The rows of `plan` that are first by `keys` (`n` of them, fewer in a smaller plan; among
+    /// ties, any), read late: the key columns of every row, then the other columns of those rows
+    /// only. Their order is not the sort's: the caller sorts them. None when the plan's rows need
+    /// merging, or a key is not an output column: the caller then reads everything.
+    pub fn top_n_stream(
+        &self,
+        plan: Plan,
+        keys: &[TopKey],
+        n: usize,
+    ) -> Option<BoxStream<'static, Result<RecordBatch>>> {
+        let unmerged = !self.row_kind
+            && !self.row_tracking
+            && !self.deletion_vectors
+            && (!self.layout.is_primary_key_table() || plan.splits.iter().all(is_raw));
+        if !unmerged || keys.is_empty() {
+            return None;
+        }
+        let fields = keys
+            .iter()
+            .map(|k| self.output_schema.field_with_name(&k.column).ok().cloned())
+            .collect::<Option<Vec<_>>>()?;
+        let key_schema = Arc::new(Schema::new(fields));
+        let this = self.clone();
+        let keys = keys.to_vec();
+        Some(
+            stream::once(async move {
+                let handle = tokio::runtime::Handle::current();
+                let task = tokio::task::spawn_blocking(move || {
+                    this.top_n_rows(&handle, &plan, &key_schema, &keys, n)
+                });
+                match task.await {
+                    Ok(rows) => rows,
+                    Err(e) => crate::error::InternalSnafu {
+                        message: format!("top-N read: {e}"),
+                    }
+                    .fail(),
+                }
+            })
+            .flat_map(|r| match r {
+                Ok(batches) => stream::iter(batches.into_iter().map(Ok)).boxed(),
+                Err(e) => stream::once(async move { Err(e) }).boxed(),
+            })
+            .boxed(),
+        )
+    }
+
+    /// The blocking work of [`Self::top_n_stream`].
+    fn top_n_rows(
+        &self,
+        handle: &tokio::runtime::Handle,
+        plan: &Plan,
+        key_schema: &SchemaRef,
+        keys: &[TopKey],
+        n: usize,
+    ) -> Result<Vec<RecordBatch>> {
+        let mut files: Vec<FileRef> = Vec::new();
+        for split in &plan.splits {
+            let dir = self.table.bucket_dir(&split.partition, split.bucket)?;
+            for f in &split.files {
+                files.push(self.table.file_ref(&dir, f)?);
+            }
+        }
+        if n == 0 || files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let io = self.table.io().clone();
+        let mut best = Best::new(key_schema, keys, n);
+        for (i, file) in files.iter().enumerate() {
+            let mut row = 0u64;
+            for batch in data_file::load_lazily(handle, &io, file, key_schema, None)? {
+                let batch = batch?;
+                let len = batch.num_rows() as u64;
+                best.offer(&batch, i as u32, row)?;
+                row += len;
+            }
+        }
+        let mut out = Vec::new();
+        for (file, rows) in best.by_file() {
+            out.extend(crate::table::row_filter::load_rows(
+                handle,
+                &io,
+                &files[file as usize],
+                &self.output_schema,
+                &rows,
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+/// The best `n` rows seen so far: their key columns, then the file and row they come from.
+struct Best {
+    schema: SchemaRef,
+    options: Vec<SortOptions>,
+    n: usize,
+    rows: Option<RecordBatch>,
+}
+
+impl Best {
+    fn new(key_schema: &SchemaRef, keys: &[TopKey], n: usize) -> Self {
+        let mut fields: Vec<Field> = key_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(FILE_COLUMN, DataType::UInt32, false));
+        fields.push(Field::new(ROW_COLUMN, DataType::UInt64, false));
+        Self {
+            schema: Arc::new(Schema::new(fields)),
+            options: keys.iter().map(|k| k.options).collect(),
+            n,
+            rows: None,
+        }
+    }
+
+    /// Takes the rows of `batch` (key columns; row `first_row` of file `file` onwards) that
+    /// belong among the best.
+    fn offer(&mut self, batch: &RecordBatch, file: u32, first_row: u64) -> Result<()> {
+        let len = batch.num_rows();
+        if len == 0 {
+            return Ok(());
+        }
+        let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+        columns.push(Arc::new(UInt32Array::from(vec![file; len])));
+        columns.push(Arc::new(UInt64Array::from_iter_values(
+            first_row..first_row + len as u64,
+        )));
+        let context = || "top-N read: keeping the best rows".to_string();
+        let offered = RecordBatch::try_new(Arc::clone(&self.schema), columns)
+            .with_context(|_| ArrowSnafu { context: context() })?;
+        // Most rows of a large read cannot enter once n are kept: they are dropped before sorting.
+        let offered = match self.contenders(batch.column(0))? {
+            Some(keep) => arrow::compute::filter_record_batch(&offered, &keep)
+                .with_context(|_| ArrowSnafu { context: context() })?,
+            None => offered,
+        };
+        if offered.num_rows() == 0 {
+            return Ok(());
+        }
+        let all = match self.rows.take() {
+            Some(kept) => arrow::compute::concat_batches(&self.schema, [&kept, &offered])
+                .with_context(|_| ArrowSnafu { context: context() })?,
+            None => offered,
+        };
+        let sort: Vec<SortColumn> = self
+            .options
+            .iter()
+            .enumerate()
+            .map(|(i, o)| SortColumn {
+                values: Arc::clone(all.column(i)),
+                options: Some(*o),
+            })
+            .collect();
+        let indices = lexsort_to_indices(&sort, Some(self.n))
+            .with_context(|_| ArrowSnafu { context: context() })?;
+        self.rows = Some(
+            take_record_batch(&all, &indices)
+                .with_context(|_| ArrowSnafu { context: context() })?,
+        );
+        Ok(())
+    }
+
+    /// Which of `values` (the first key's) sort before or with the last kept row, once `n` rows
+    /// are kept; none when every row may enter. Only the first key is compared: rows tied on it
+    /// are kept for the sort to decide.
+    fn contenders(&self, values: &ArrayRef) -> Result<Option<arrow::array::BooleanArray>> {
+        let (Some(kept), Some(first)) = (&self.rows, self.options.first()) else {
+            return Ok(None);
+        };
+        if kept.num_rows() < self.n {
+            return Ok(None);
+        }
+        let context = || "top-N read: comparing with the last kept row".to_string();
+        let last = kept.column(0).slice(kept.num_rows() - 1, 1);
+        if last.is_null(0) {
+            // A null last: with nulls first only nulls can tie; with nulls last anything enters.
+            return Ok(first
+                .nulls_first
+                .then(|| arrow::compute::is_null(values))
+                .transpose()
+                .with_context(|_| ArrowSnafu { context: context() })?);
+        }
+        let bar = arrow::array::Scalar::new(last);
+        let before = if first.descending {
+            arrow::compute::kernels::cmp::gt_eq(values, &bar)
+        } else {
+            arrow::compute::kernels::cmp::lt_eq(values, &bar)
+        }
+        .with_context(|_| ArrowSnafu { context: context() })?;
+        // Null values compare as null: kept when nulls sort first, dropped otherwise.
+        if first.nulls_first && values.null_count() > 0 {
+            let nulls = arrow::compute::is_null(values)
+                .with_context(|_| ArrowSnafu { context: context() })?;
+            return Ok(Some(
+                arrow::compute::or_kleene(&before, &nulls)
+                    .with_context(|_| ArrowSnafu { context: context() })?,
+            ));
+        }
+        Ok(Some(before))
+    }
+
+    /// The kept rows' positions, by file (ascending within each).
+    fn by_file(&self) -> BTreeMap<u32, Vec<u64>> {
+        let mut out: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        if let Some(rows) = &self.rows {
+            let k = self.options.len();
+            let files = rows.column(k).as_any().downcast_ref::<UInt32Array>();
+            let positions = rows.column(k + 1).as_any().downcast_ref::<UInt64Array>();
+            if let (Some(files), Some(positions)) = (files, positions) {
+                for (f, r) in files.values().iter().zip(positions.values()) {
+                    out.entry(*f).or_default().push(*r);
+                }
+            }
+        }
+        for rows in out.values_mut() {
+            rows.sort_unstable();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{AsArray, Float64Array};
+    use arrow::datatypes::Float64Type;
+
+    fn keys_of(values: Vec<Option<f64>>) -> (SchemaRef, RecordBatch) {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Float64, true)]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Float64Array::from(values))],
+        )
+        .unwrap();
+        (schema, batch)
+    }
+
+    #[test]
+    fn the_best_rows_are_kept_across_batches_and_files_with_their_positions() {
+        let desc = SortOptions {
+            descending: true,
+            nulls_first: false,
+        };
+        let keys = vec![TopKey {
+            column: "v".into(),
+            options: desc,
+        }];
+        let (schema, a) = keys_of(vec![Some(1.0), Some(9.0), None, Some(5.0)]);
+        let (_, b) = keys_of(vec![Some(7.0), Some(8.0)]);
+        let (_, c) = keys_of(vec![Some(2.0), Some(10.0)]);
+        let mut best = Best::new(&schema, &keys, 3);
+        best.offer(&a, 0, 0).unwrap();
+        best.offer(&b, 0, 4).unwrap();
+        best.offer(&c, 1, 0).unwrap();
+        let kept = best.rows.as_ref().unwrap();
+        let v: Vec<f64> = kept
+            .column(0)
+            .as_primitive::<Float64Type>()
+            .values()
+            .to_vec();
+        assert_eq!(v, vec![10.0, 9.0, 8.0]);
+        let by_file = best.by_file();
+        assert_eq!(by_file[&0], vec![1, 5]);
+        assert_eq!(by_file[&1], vec![1]);
+        // Nulls first: the null row is among the best.
+        let mut best = Best::new(
+            &schema,
+            &[TopKey {
+                column: "v".into(),
+                options: SortOptions {
+                    descending: true,
+                    nulls_first: true,
+                },
+            }],
+            2,
+        );
+        best.offer(&a, 0, 0).unwrap();
+        assert_eq!(best.by_file()[&0], vec![1, 2]);
+    }
+}
