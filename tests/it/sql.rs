@@ -593,4 +593,19 @@ async fn top_n_answers_as_datafusion_does_over_all_rows() {
     }
     // Six of eight queries sort by columns, on the append table and the compacted one.
     assert!(late >= 12, "{late} queries were read late");
+    // Nested keys are sorted by DataFusion itself.
+    run(
+        &engine,
+        "CREATE TABLE nest (id BIGINT NOT NULL, tags ARRAY<STRING>)",
+    )
+    .await;
+    run(
+        &engine,
+        "INSERT INTO nest VALUES (1, make_array('b')), (2, make_array('a', 'z')), (3, NULL), (4, make_array('a'))",
+    )
+    .await;
+    let sql = "SELECT id FROM nest ORDER BY tags, id LIMIT 2";
+    let rows = render(&run(&engine, sql).await);
+    assert_eq!(rows, vec![vec!["4".to_string()], vec!["2".to_string()]]);
+    assert!(!explain(&engine, sql).await.contains("top_n_rows="));
 }

@@ -52,38 +52,31 @@ impl TableRead {
             .iter()
             .map(|k| self.output_schema.field_with_name(&k.column).ok().cloned())
             .collect::<Option<Vec<_>>>()?;
+        // Nested keys (structs, lists, maps) are left to DataFusion's own sort.
+        if fields.iter().any(|f| f.data_type().is_nested()) {
+            return None;
+        }
         let key_schema = Arc::new(Schema::new(fields));
         let this = self.clone();
         let keys = keys.to_vec();
         Some(
-            stream::once(async move {
-                let handle = tokio::runtime::Handle::current();
-                let task = tokio::task::spawn_blocking(move || {
-                    this.top_n_rows(&handle, &plan, &key_schema, &keys, n)
-                });
-                match task.await {
-                    Ok(rows) => rows,
-                    Err(e) => crate::error::InternalSnafu {
-                        message: format!("top-N read: {e}"),
-                    }
-                    .fail(),
-                }
-            })
-            .flat_map(|r| match r {
-                Ok(batches) => stream::iter(batches.into_iter().map(Ok)).boxed(),
-                Err(e) => stream::once(async move { Err(e) }).boxed(),
-            })
-            .boxed(),
+            stream::once(async move { this.top_n_rows(plan, key_schema, keys, n).await })
+                .flat_map(|r| match r {
+                    Ok(batches) => stream::iter(batches.into_iter().map(Ok)).boxed(),
+                    Err(e) => stream::once(async move { Err(e) }).boxed(),
+                })
+                .boxed(),
         )
     }
 
-    /// The blocking work of [`Self::top_n_stream`].
-    fn top_n_rows(
-        &self,
-        handle: &tokio::runtime::Handle,
-        plan: &Plan,
-        key_schema: &SchemaRef,
-        keys: &[TopKey],
+    /// The work of [`Self::top_n_stream`]: each file's best rows on a blocking thread of its
+    /// own (two at a time, so a partition with more files than another still keeps a core busy
+    /// for each), merged; then the winners' rows, file by file.
+    async fn top_n_rows(
+        self,
+        plan: Plan,
+        key_schema: SchemaRef,
+        keys: Vec<TopKey>,
         n: usize,
     ) -> Result<Vec<RecordBatch>> {
         let mut files: Vec<FileRef> = Vec::new();
@@ -96,29 +89,60 @@ impl TableRead {
         if n == 0 || files.is_empty() {
             return Ok(Vec::new());
         }
-        let io = self.table.io().clone();
-        let mut best = Best::new(key_schema, keys, n);
-        for (i, file) in files.iter().enumerate() {
-            let mut row = 0u64;
-            for batch in data_file::load_lazily(handle, &io, file, key_schema, None)? {
-                let batch = batch?;
-                let len = batch.num_rows() as u64;
-                best.offer(&batch, i as u32, row)?;
-                row += len;
+        let files = Arc::new(files);
+        let handle = tokio::runtime::Handle::current();
+        let mut per_file = stream::iter(0..files.len())
+            .map(|i| {
+                let (io, files, handle) =
+                    (self.table.io().clone(), Arc::clone(&files), handle.clone());
+                let (key_schema, keys) = (Arc::clone(&key_schema), keys.clone());
+                tokio::task::spawn_blocking(move || {
+                    let mut best = Best::new(&key_schema, &keys, n);
+                    let mut row = 0u64;
+                    for batch in data_file::load_lazily(&handle, &io, &files[i], &key_schema, None)?
+                    {
+                        let batch = batch?;
+                        let len = batch.num_rows() as u64;
+                        best.offer(&batch, i as u32, row)?;
+                        row += len;
+                    }
+                    Ok(best.rows)
+                })
+            })
+            .buffer_unordered(2);
+        let mut best = Best::new(&key_schema, &keys, n);
+        while let Some(kept) = per_file.next().await {
+            if let Some(kept) = joined(kept)? {
+                best.offer_positioned(kept)?;
             }
         }
-        let mut out = Vec::new();
-        for (file, rows) in best.by_file() {
-            out.extend(crate::table::row_filter::load_rows(
-                handle,
-                &io,
-                &files[file as usize],
-                &self.output_schema,
-                &rows,
-            )?);
-        }
-        Ok(out)
+        drop(per_file);
+        let (io, output_schema) = (self.table.io().clone(), Arc::clone(&self.output_schema));
+        let winners = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for (file, rows) in best.by_file() {
+                out.extend(crate::table::row_filter::load_rows(
+                    &handle,
+                    &io,
+                    &files[file as usize],
+                    &output_schema,
+                    &rows,
+                )?);
+            }
+            Ok(out)
+        });
+        joined(winners.await)
     }
+}
+
+/// The outcome of a blocking task (a task that panicked is an internal error).
+fn joined<T>(r: std::result::Result<Result<T>, tokio::task::JoinError>) -> Result<T> {
+    r.unwrap_or_else(|e| {
+        crate::error::InternalSnafu {
+            message: format!("top-N read: {e}"),
+        }
+        .fail()
+    })
 }
 
 /// The best `n` rows seen so far: their key columns, then the file and row they come from.
@@ -158,11 +182,20 @@ impl Best {
         columns.push(Arc::new(UInt64Array::from_iter_values(
             first_row..first_row + len as u64,
         )));
+        let offered =
+            RecordBatch::try_new(Arc::clone(&self.schema), columns).with_context(|_| {
+                ArrowSnafu {
+                    context: "top-N read: positioning rows",
+                }
+            })?;
+        self.offer_positioned(offered)
+    }
+
+    /// [`Self::offer`] for rows that carry their position columns already (another `Best`'s).
+    fn offer_positioned(&mut self, offered: RecordBatch) -> Result<()> {
         let context = || "top-N read: keeping the best rows".to_string();
-        let offered = RecordBatch::try_new(Arc::clone(&self.schema), columns)
-            .with_context(|_| ArrowSnafu { context: context() })?;
         // Most rows of a large read cannot enter once n are kept: they are dropped before sorting.
-        let offered = match self.contenders(batch.column(0))? {
+        let offered = match self.contenders(offered.column(0))? {
             Some(keep) => arrow::compute::filter_record_batch(&offered, &keep)
                 .with_context(|_| ArrowSnafu { context: context() })?,
             None => offered,
