@@ -377,7 +377,7 @@ mod tests {
             bar: AtomicI64::new(i64::MIN),
             ..Default::default()
         });
-        let predicate: Arc<dyn RowPredicate> = at_least.clone();
+        let predicate: Arc<dyn RowPredicate> = Arc::<AtLeast>::clone(&at_least);
         let mut read = open("f.parquet", bytes, &target, None, &predicate)
             .unwrap()
             .expect("applies");
@@ -410,7 +410,7 @@ mod tests {
             inactive: true.into(),
             ..Default::default()
         });
-        let predicate: Arc<dyn RowPredicate> = at_least.clone();
+        let predicate: Arc<dyn RowPredicate> = Arc::<AtLeast>::clone(&at_least);
         let mut read = open("f.parquet", bytes, &target, None, &predicate)
             .unwrap()
             .expect("applies");

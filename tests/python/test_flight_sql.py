@@ -396,6 +396,34 @@ def test_result_schema_keeps_table_types_and_nullability(conn, db):
 # ---------------------------------------------------------------- DDL
 
 
+def test_top_n_reads_late_and_answers_as_pyarrow_sorts(conn, db):
+    """ORDER BY … LIMIT through ADBC over an append table of three commits (files): the scan reads the
+    sort column of every row, then the other columns of the winners (EXPLAIN ANALYZE counts them)."""
+    run(conn, f"CREATE TABLE {db}.scores (id BIGINT NOT NULL, name STRING, score DOUBLE)")
+    parts = []
+    with conn.cursor() as cur:
+        for start in (0, 4000, 8000):
+            ids = list(range(start, start + 4000))
+            part = pa.table({"id": pa.array(ids, pa.int64()), "name": [f"p{i}" for i in ids],
+                             "score": pa.array([None if i % 97 == 0 else (i * 7919) % 10007 / 3.0 for i in ids],
+                                               pa.float64())})
+            cur.adbc_ingest("scores", part, mode="append", db_schema_name=db)
+            parts.append(part)
+    everything = pa.concat_tables(parts)
+    for order, n in ((("score", "descending"), 7), (("score", "ascending"), 12)):
+        want = everything.filter(pc.is_valid(everything["score"])).sort_by([order, ("id", "ascending")])
+        want = want.slice(0, n).to_pylist()
+        direction = "DESC" if order[1] == "descending" else "ASC"
+        sql = f"SELECT id, name, score FROM {db}.scores ORDER BY score {direction} NULLS LAST, id LIMIT {n}"
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            got = cur.fetch_arrow_table().to_pylist()
+            assert got == want, sql
+            cur.execute(f"EXPLAIN ANALYZE {sql}")
+            plan = "\n".join(str(v) for v in cur.fetch_arrow_table().column(1).to_pylist())
+        assert "top_n_rows=" in plan, plan
+
+
 def test_create_and_drop_database(conn, uniq):
     name = uniq("shop")
     run(conn, f"CREATE DATABASE {name}")

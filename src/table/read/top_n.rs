@@ -240,11 +240,11 @@ impl Best {
         let last = kept.column(0).slice(kept.num_rows() - 1, 1);
         if last.is_null(0) {
             // A null last: with nulls first only nulls can tie; with nulls last anything enters.
-            return Ok(first
+            return first
                 .nulls_first
                 .then(|| arrow::compute::is_null(values))
                 .transpose()
-                .with_context(|_| ArrowSnafu { context: context() })?);
+                .with_context(|_| ArrowSnafu { context: context() });
         }
         let bar = arrow::array::Scalar::new(last);
         let before = if first.descending {
