@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, ObjectNamePart, TableFactor, TableVersion, Value, VisitMut, VisitorMut,
+    Expr, Ident, ObjectName, ObjectNamePart, TableFactor, TableVersion, Value, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 
@@ -280,6 +280,21 @@ fn timestamp_millis(s: &str) -> std::result::Result<i64, String> {
     arrow::compute::kernels::cast_utils::string_to_datetime(&utc, s.trim())
         .map(|t| t.timestamp_millis())
         .map_err(|e| format!("invalid timestamp '{s}': {e}"))
+}
+
+/// Identifier parts, unquoted ones lower-cased (as DataFusion normalises them).
+pub(crate) fn object_name_parts(name: &ObjectName) -> Result<Vec<String>> {
+    name.0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(i) => Ok(if i.quote_style.is_some() {
+                i.value.clone()
+            } else {
+                i.value.to_lowercase()
+            }),
+            other => invalid!("unsupported name part '{other}' in '{name}'"),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod alter;
 mod call;
 mod changelog;
 mod dialect;
+pub(crate) use dialect::object_name_parts;
 mod dml;
 pub mod limits;
 pub mod output_caps;
@@ -32,9 +33,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::prelude::{DataFrame, SessionConfig};
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::{
-    ObjectName, ObjectNamePart, ObjectType, SchemaName, Statement,
-};
+use datafusion::sql::sqlparser::ast::{ObjectName, ObjectType, SchemaName, Statement};
 use futures::stream::{self, BoxStream, StreamExt};
 
 use crate::catalog::{Catalog, Identifier};
@@ -690,21 +689,6 @@ impl SqlEngine {
 
 fn internal_unreachable<T>() -> Result<T> {
     Err(internal("update statement is not a SQL statement".into()))
-}
-
-/// Identifier parts, unquoted ones lower-cased (as DataFusion normalises them).
-pub(crate) fn object_name_parts(name: &ObjectName) -> Result<Vec<String>> {
-    name.0
-        .iter()
-        .map(|p| match p {
-            ObjectNamePart::Identifier(i) => Ok(if i.quote_style.is_some() {
-                i.value.clone()
-            } else {
-                i.value.to_lowercase()
-            }),
-            other => invalid!("unsupported name part '{other}' in '{name}'"),
-        })
-        .collect()
 }
 
 fn verify_query(plan: &datafusion::logical_expr::LogicalPlan) -> Result<()> {
