@@ -408,7 +408,6 @@ impl TableProvider for TableScanProvider {
                     ..plan.clone()
                 },
                 reorder: reorder.clone(),
-                limit,
             })
             .collect();
         Ok(Arc::new(TableScanExec::new(out_schema, partitions, limit)))

@@ -41,7 +41,6 @@ pub(crate) struct ScanPartition {
     pub(crate) plan: Plan,
     /// Where each output column is in the read's batches.
     pub(crate) reorder: Vec<usize>,
-    pub(crate) limit: Option<usize>,
 }
 
 impl std::fmt::Debug for ScanPartition {
@@ -54,9 +53,10 @@ impl std::fmt::Debug for ScanPartition {
 
 impl ScanPartition {
     /// The partition's rows: with `top`, only those that can be first by its keys (read late);
-    /// with `predicate`, without rows it rejects.
+    /// with `predicate`, without rows it rejects; at most about `limit` rows.
     fn execute(
         &self,
+        limit: Option<usize>,
         predicate: Option<Arc<dyn RowPredicate>>,
         top: Option<&TopN>,
         metrics: &ExecutionPlanMetricsSet,
@@ -64,7 +64,7 @@ impl ScanPartition {
     ) -> SendableRecordBatchStream {
         let schema = Arc::clone(&self.schema);
         let reorder = self.reorder.clone();
-        let mut remaining = self.limit.unwrap_or(usize::MAX);
+        let mut remaining = limit.unwrap_or(usize::MAX);
         let read = match predicate {
             Some(p) => self.read.clone().with_row_predicate(p),
             None => self.read.clone(),
@@ -252,6 +252,7 @@ impl ExecutionPlan for TableScanExec {
     ) -> datafusion::common::Result<SendableRecordBatchStream> {
         match self.partitions.get(partition) {
             Some(p) => Ok(p.execute(
+                self.limit,
                 self.predicate(),
                 self.top.as_ref(),
                 &self.metrics,
@@ -274,12 +275,7 @@ impl ExecutionPlan for TableScanExec {
     }
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        let mut partitions = self.partitions.clone();
-        for p in &mut partitions {
-            p.limit = limit;
-        }
         Some(Arc::new(Self {
-            partitions,
             limit,
             ..self.clone()
         }))

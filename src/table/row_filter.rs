@@ -233,26 +233,33 @@ pub(super) fn load_tested(
         return data_file::load_lazily(handle, io, file, target, None);
     }
     let columns = file.columns.as_ref();
-    if let Some(local) = data_file::local_file(io, &file.path) {
-        let shared = super::page_cache::SharedFile(Arc::new(local));
-        return Ok(
-            match open(&file.path, shared.clone(), target, columns, predicate)? {
+    /// The file `reader` reads, tested where the predicate applies, else whole.
+    fn tested<R: ChunkReader + Clone + Send + 'static>(
+        path: &str,
+        reader: R,
+        target: &SchemaRef,
+        columns: Option<&FileColumns>,
+        predicate: &Arc<dyn RowPredicate>,
+    ) -> Result<data_file::Batches> {
+        Ok(
+            match open(path, reader.clone(), target, columns, predicate)? {
                 Some(read) => Box::new(read),
                 None => Box::new(data_file::open_parquet(
-                    &file.path, shared, target, None, columns,
+                    path, reader, target, None, columns,
                 )?),
             },
-        );
+        )
     }
-    let bytes = handle.block_on(io.read_data(&file.path))?;
-    Ok(
-        match open(&file.path, bytes.clone(), target, columns, predicate)? {
-            Some(read) => Box::new(read),
-            None => Box::new(data_file::open_parquet(
-                &file.path, bytes, target, None, columns,
-            )?),
-        },
-    )
+    match data_file::local_file(io, &file.path) {
+        Some(local) => {
+            let shared = super::page_cache::SharedFile(Arc::new(local));
+            tested(&file.path, shared, target, columns, predicate)
+        }
+        None => {
+            let bytes = handle.block_on(io.read_data(&file.path))?;
+            tested(&file.path, bytes, target, columns, predicate)
+        }
+    }
 }
 
 /// The rows at `rows` (positions in the file, ascending, unique) of one data file, in `target`'s
