@@ -390,14 +390,22 @@ impl TableProvider for TableScanProvider {
         // One DataFusion partition per group of splits, so the operators above the scan
         // (filters, partial aggregates) run on every core, not only the decoding.
         // Files of an append table need no merging: each is a split of its own, so even a
-        // bucket-unaware table (one bucket) spreads over the partitions.
+        // bucket-unaware table (one bucket) spreads over the partitions; and where the files are
+        // few against the partitions, large ones are read in parts, so no core waits on another's
+        // last file.
         let append = !self.table.layout().map_err(df_err)?.is_primary_key_table();
+        let target = state.config().target_partitions();
         let splits: Vec<crate::table::Split> = if append {
-            plan.splits.iter().flat_map(per_file).collect()
+            let files: Vec<_> = plan.splits.iter().flat_map(per_file).collect();
+            if read.reads_file_parts() {
+                in_parts(files, target)
+            } else {
+                files
+            }
         } else {
             plan.splits.clone()
         };
-        let groups = split_groups(&splits, state.config().target_partitions());
+        let groups = split_groups(&splits, target);
         let partitions: Vec<ScanPartition> = groups
             .into_iter()
             .map(|splits| ScanPartition {
@@ -424,7 +432,16 @@ pub(crate) fn split_groups(
         .clamp(1, MAX_SCAN_PARTITIONS)
         .min(splits.len().max(1));
     let bytes = |s: &crate::table::Split| -> u64 {
-        s.files.iter().map(|f| f.file_size.max(1) as u64).sum()
+        let whole: u64 = s.files.iter().map(|f| f.file_size.max(1) as u64).sum();
+        match (&s.rows, s.files.as_slice()) {
+            // A part weighs its share of the file's rows.
+            (Some(part), [f]) if f.row_count > 0 => {
+                let n = f.row_count as u64;
+                let share = part.end.min(n).saturating_sub(part.start.min(n));
+                (whole * share / n).max(1)
+            }
+            _ => whole,
+        }
     };
     let mut order: Vec<usize> = (0..splits.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(bytes(&splits[i])));
@@ -453,9 +470,60 @@ fn per_file(split: &crate::table::Split) -> Vec<crate::table::Split> {
             partition: split.partition.clone(),
             bucket: split.bucket,
             files: vec![f.clone()],
+            rows: None,
         })
         .collect()
 }
+
+/// Single-file splits with each file cut into the parts [`part_rows`] decides: part `i` of a file
+/// reads the row groups starting in rows `i * part_rows ..`, the last one to the file's end.
+fn in_parts(splits: Vec<crate::table::Split>, partitions: usize) -> Vec<crate::table::Split> {
+    let rows: Vec<Option<u64>> = splits
+        .iter()
+        .map(|s| match s.files.as_slice() {
+            [f] if f.file_name.ends_with(".parquet") => Some(f.row_count.max(0) as u64),
+            _ => None,
+        })
+        .collect();
+    let Some(size) = part_rows(&rows, partitions) else {
+        return splits;
+    };
+    splits
+        .into_iter()
+        .zip(rows)
+        .flat_map(|(split, rows)| {
+            let parts = rows.map_or(1, |n| n.div_ceil(size).clamp(1, MAX_FILE_PARTS));
+            (0..parts).map(move |i| crate::table::Split {
+                rows: (parts > 1).then(|| {
+                    let end = if i + 1 == parts {
+                        u64::MAX
+                    } else {
+                        (i + 1) * size
+                    };
+                    i * size..end
+                }),
+                ..split.clone()
+            })
+        })
+        .collect()
+}
+
+/// The rows per part when the files of an append scan (row counts; none: a file read whole, such
+/// as Avro) are cut into parts: about an eighth of a partition's share, rounded up to whole row
+/// groups of the files tidelake writes, so parts are even and many enough for the partitions to
+/// finish together. None when there is one partition. Pure.
+fn part_rows(files: &[Option<u64>], partitions: usize) -> Option<u64> {
+    let partitions = partitions.clamp(1, MAX_SCAN_PARTITIONS) as u64;
+    if partitions == 1 {
+        return None;
+    }
+    let group = crate::table::data_file::ROW_GROUP_ROWS as u64;
+    let total: u64 = files.iter().flatten().sum();
+    Some((total / (partitions * 8)).div_ceil(group).max(1) * group)
+}
+
+/// The most parts one file is read in.
+const MAX_FILE_PARTS: u64 = 16;
 
 /// The most DataFusion partitions one table scan is split into.
 const MAX_SCAN_PARTITIONS: usize = 16;
@@ -489,6 +557,7 @@ mod tests {
                     f
                 })
                 .collect(),
+            rows: None,
         };
         let splits = vec![
             split(0, &[100]),
@@ -507,6 +576,57 @@ mod tests {
         let empty = split_groups(&[], 4);
         assert_eq!(empty.len(), 1);
         assert!(empty[0].is_empty());
+    }
+
+    #[test]
+    fn large_files_are_cut_into_parts_of_whole_row_groups() {
+        use crate::spec::DataFileMeta;
+        let group = crate::table::data_file::ROW_GROUP_ROWS as u64;
+        // Five files of 1M rows on two cores: an eighth of a share (312k) is rounded up to two
+        // row groups, so each file is read in two parts and the partitions get five each.
+        let million = 1_000_000u64;
+        assert_eq!(part_rows(&[Some(million); 5], 2), Some(2 * group));
+        assert_eq!(part_rows(&[Some(million); 5], 1), None);
+        // Many files: parts no smaller than a row group, so a file of one group stays whole.
+        assert_eq!(part_rows(&[Some(10); 3], 4), Some(group));
+        let split = |name: &str, rows: i64| crate::table::Split {
+            partition: vec![],
+            bucket: 0,
+            files: vec![{
+                let mut f = DataFileMeta::for_test(name, 0, 0, 0);
+                f.row_count = rows;
+                f.file_size = rows;
+                f
+            }],
+            rows: None,
+        };
+        let parts = in_parts(
+            vec![
+                split("a.parquet", million as i64),
+                split("b.avro", million as i64),
+                split("c.parquet", 1000),
+            ],
+            2,
+        );
+        let ranges: Vec<(String, Option<std::ops::Range<u64>>)> = parts
+            .iter()
+            .map(|s| (s.files[0].file_name.clone(), s.rows.clone()))
+            .collect();
+        // 2M rows over 2 partitions: parts of one row group; the last part runs to the file's end.
+        assert_eq!(
+            ranges,
+            vec![
+                ("a.parquet".to_string(), Some(0..group)),
+                ("a.parquet".to_string(), Some(group..2 * group)),
+                ("a.parquet".to_string(), Some(2 * group..3 * group)),
+                ("a.parquet".to_string(), Some(3 * group..u64::MAX)),
+                ("b.avro".to_string(), None),
+                ("c.parquet".to_string(), None),
+            ]
+        );
+        // Parts weigh their share of the file's bytes, so they balance the partitions.
+        let groups = split_groups(&parts[..4], 2);
+        assert_eq!(groups.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2]);
     }
 
     #[test]

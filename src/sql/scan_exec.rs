@@ -15,7 +15,8 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_expr::expressions::{Column, DynamicFilterPhysicalExpr, Literal};
 use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::coop::make_cooperative;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
 };
@@ -137,7 +138,10 @@ impl TableScanExec {
             Partitioning::UnknownPartitioning(partitions.len().max(1)),
             EmissionType::Incremental,
             Boundedness::Bounded,
-        );
+        )
+        // Its streams take from tokio's task budget ([`make_cooperative`]), so DataFusion need not
+        // wrap the scan in a `CooperativeExec`, which would hide it from the sort above.
+        .with_scheduling_type(SchedulingType::Cooperative);
         Self {
             schema,
             partitions,
@@ -184,6 +188,15 @@ impl TableScanExec {
 impl DisplayAs for TableScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "TableScanExec: partitions={}", self.partitions.len())?;
+        let parts = self
+            .partitions
+            .iter()
+            .flat_map(|p| &p.plan.splits)
+            .filter(|s| s.rows.is_some())
+            .count();
+        if parts > 0 {
+            write!(f, ", file_parts={parts}")?;
+        }
         if let Some(limit) = self.limit {
             write!(f, ", fetch={limit}")?;
         }
@@ -251,13 +264,13 @@ impl ExecutionPlan for TableScanExec {
         _ctx: Arc<TaskContext>,
     ) -> datafusion::common::Result<SendableRecordBatchStream> {
         match self.partitions.get(partition) {
-            Some(p) => Ok(p.execute(
+            Some(p) => Ok(make_cooperative(p.execute(
                 self.limit,
                 self.predicate(),
                 self.top.as_ref(),
                 &self.metrics,
                 partition,
-            )),
+            ))),
             None => internal_err!(
                 "TableScanExec has {} partitions, not {}",
                 self.partitions.len(),

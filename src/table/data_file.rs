@@ -2,6 +2,7 @@
 //! postpone bucket's files, see `avro_file`) with its `DataFileMeta` statistics, and decoding
 //! files back into batches of an expected schema.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch};
@@ -142,7 +143,7 @@ pub fn encode(
 pub(crate) const AVRO_SUFFIX: &str = ".avro";
 
 /// Rows per Parquet row group.
-const ROW_GROUP_ROWS: usize = 256 * 1024;
+pub(crate) const ROW_GROUP_ROWS: usize = 256 * 1024;
 
 /// Rows per Parquet data page (at most; pages also end at 1 MiB): a point query, which reads only
 /// the pages its key can be in (the page index), decompresses ~16k rows per column and file, not
@@ -259,7 +260,7 @@ fn column_min_max(array: &ArrayRef, ty: &crate::spec::DataType) -> Result<(Datum
 /// read as null, and types are cast where the writer chose another representation (e.g.
 /// `large_string`).
 pub fn decode(path: &str, bytes: Bytes, target: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    decode_filtered(path, bytes, target, None, None)
+    decode_filtered(path, bytes, target, None, None, None)
 }
 
 /// Reads and decodes one data file (written under any schema version) into batches of `target`. A Parquet file of a local warehouse
@@ -290,18 +291,20 @@ fn load_selected(
     filter: Option<&RowGroupFilter>,
 ) -> Result<Vec<RecordBatch>> {
     let fetch = || handle.block_on(io.read_data(&file.path));
-    let cacheable = filter.filter(|_| !file.path.ends_with(AVRO_SUFFIX) && io.caches_metadata());
-    let columns = file.columns.as_ref();
+    let cacheable = filter.filter(|_| {
+        !file.path.ends_with(AVRO_SUFFIX) && io.caches_metadata() && file.part.is_none()
+    });
+    let (columns, part) = (file.columns.as_ref(), file.part.as_ref());
     match (local_file(io, &file.path), cacheable) {
         (Some(local), Some(f)) => {
             let shared = super::page_cache::SharedFile(Arc::new(local));
             let reader = shared.clone();
             match super::page_cache::read(io, file, target, f, move || Ok(reader))? {
                 Some(batches) => Ok(batches),
-                None => decode_parquet(&file.path, shared, target, filter, columns),
+                None => decode_parquet(&file.path, shared, target, filter, columns, part),
             }
         }
-        (Some(local), None) => decode_parquet(&file.path, local, target, filter, columns),
+        (Some(local), None) => decode_parquet(&file.path, local, target, filter, columns, part),
         (None, Some(f)) => {
             // The whole file is fetched at most once: for the cache's miss, or for this read.
             let mut fetched: Option<Bytes> = None;
@@ -317,9 +320,9 @@ fn load_selected(
                 Some(bytes) => bytes,
                 None => fetch()?,
             };
-            decode_filtered(&file.path, bytes, target, filter, columns)
+            decode_filtered(&file.path, bytes, target, filter, columns, part)
         }
-        (None, None) => decode_filtered(&file.path, fetch()?, target, filter, columns),
+        (None, None) => decode_filtered(&file.path, fetch()?, target, filter, columns, part),
     }
 }
 
@@ -341,15 +344,22 @@ pub(super) fn name_in_file(columns: Option<&FileColumns>, name: &str) -> Option<
     }
 }
 
-/// [`decode`], reading only the row groups `filter` keeps.
+/// [`decode`], reading only the row groups `filter` keeps (and of those, the ones in `part`).
 pub(crate) fn decode_filtered(
     path: &str,
     bytes: Bytes,
     target: &SchemaRef,
     filter: Option<&RowGroupFilter>,
     columns: Option<&FileColumns>,
+    part: Option<&Range<u64>>,
 ) -> Result<Vec<RecordBatch>> {
     if path.ends_with(AVRO_SUFFIX) {
+        if part.is_some() {
+            return crate::error::InternalSnafu {
+                message: format!("{path}: an Avro data file is read whole, not by parts"),
+            }
+            .fail();
+        }
         let file_name_of = |name: &str| name_in_file(columns, name);
         crate::metrics::metrics()
             .bytes_read
@@ -365,7 +375,7 @@ pub(crate) fn decode_filtered(
         crate::metrics::metrics().rows_read.inc_by(rows as u64);
         return Ok(out);
     }
-    decode_parquet(path, bytes, target, filter, columns)
+    decode_parquet(path, bytes, target, filter, columns, part)
 }
 
 /// Decodes the Parquet file `reader` reads (whole bytes, or a local file read by ranges) into
@@ -376,8 +386,9 @@ fn decode_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     target: &SchemaRef,
     filter: Option<&RowGroupFilter>,
     columns: Option<&FileColumns>,
+    part: Option<&Range<u64>>,
 ) -> Result<Vec<RecordBatch>> {
-    open_parquet(path, reader, target, filter, columns)?.collect()
+    open_parquet(path, reader, target, filter, columns, part)?.collect()
 }
 
 /// [`decode_parquet`], one batch at a time: what the file's row groups decode into is held only
@@ -388,6 +399,7 @@ pub(super) fn open_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     target: &SchemaRef,
     filter: Option<&RowGroupFilter>,
     columns: Option<&FileColumns>,
+    part: Option<&Range<u64>>,
 ) -> Result<Decoded> {
     // The page index is read only when pages may be skipped.
     let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(
@@ -395,32 +407,61 @@ pub(super) fn open_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     );
     let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(reader, options)
         .context(ParquetSnafu { path })?;
+    let mut groups = part.map(|p| part_groups(builder.metadata(), p));
     if let Some(f) = filter {
-        if let Some(groups) = f.select(builder.metadata()) {
-            if let Some(rows) = f.pages(builder.metadata(), &groups) {
+        if let Some(mut selected) = f.select(builder.metadata()) {
+            if let Some(in_part) = &groups {
+                selected.retain(|g| in_part.contains(g));
+            }
+            if let Some(rows) = f.pages(builder.metadata(), &selected) {
                 builder = builder.with_row_selection(rows);
             }
-            builder = builder.with_row_groups(groups);
+            groups = Some(selected);
         }
     }
-    decode_built(path, builder, 64 * 1024, target, filter, columns)
+    if let Some(g) = &groups {
+        builder = builder.with_row_groups(g.clone());
+    }
+    decode_built(path, builder, 64 * 1024, target, groups.as_deref(), columns)
+}
+
+/// The row groups of a file's part: those whose first row is in `part`. Pure.
+pub(super) fn part_groups(
+    md: &parquet::file::metadata::ParquetMetaData,
+    part: &Range<u64>,
+) -> Vec<usize> {
+    groups_starting_in(md.row_groups().iter().map(|g| g.num_rows()), part)
+}
+
+/// The positions of the groups (of these row counts, in file order) whose first row is in
+/// `part`. Pure.
+fn groups_starting_in(rows: impl Iterator<Item = i64>, part: &Range<u64>) -> Vec<usize> {
+    let mut first = 0u64;
+    let mut out = Vec::new();
+    for (g, n) in rows.enumerate() {
+        if part.contains(&first) {
+            out.push(g);
+        }
+        first += n.max(0) as u64;
+    }
+    out
 }
 
 /// Decodes what `builder` selects (row groups, rows) into batches of `target` of at most
-/// `batch_rows` rows, lazily; `filter` is what selected the row groups (for the bytes-read
-/// metric).
+/// `batch_rows` rows, lazily; `groups` are the row groups it selects (all: none), for the
+/// bytes-read metric.
 pub(super) fn decode_built<R: parquet::file::reader::ChunkReader + 'static>(
     path: &str,
     builder: ParquetRecordBatchReaderBuilder<R>,
     batch_rows: usize,
     target: &SchemaRef,
-    filter: Option<&RowGroupFilter>,
+    groups: Option<&[usize]>,
     columns: Option<&FileColumns>,
 ) -> Result<Decoded> {
     crate::metrics::metrics().bytes_read.inc_by(projected_bytes(
         builder.metadata(),
         &file_roots(builder.schema(), target, columns),
-        filter,
+        groups,
     ));
     decode_projected(path, builder, batch_rows, target, columns)
 }
@@ -518,16 +559,16 @@ impl Iterator for Decoded {
     }
 }
 
-/// The compressed bytes of the column chunks of `roots` (root column positions) in the row groups
-/// `filter` keeps: what a projected read fetches.
+/// The compressed bytes of the column chunks of `roots` (root column positions) in `groups` (all:
+/// none): what a projected read fetches.
 pub(super) fn projected_bytes(
     md: &parquet::file::metadata::ParquetMetaData,
     roots: &[usize],
-    filter: Option<&RowGroupFilter>,
+    groups: Option<&[usize]>,
 ) -> u64 {
     let schema = md.file_metadata().schema_descr();
-    let groups: Vec<usize> = match filter.and_then(|f| f.select(md)) {
-        Some(g) => g,
+    let groups: Vec<usize> = match groups {
+        Some(g) => g.to_vec(),
         None => (0..md.num_row_groups()).collect(),
     };
     let mut total = 0u64;
@@ -601,7 +642,14 @@ pub(crate) fn load_lazily(
 ) -> Result<Batches> {
     if filter.is_none() {
         if let Some(local) = local_file(io, &file.path) {
-            let decoded = open_parquet(&file.path, local, target, None, file.columns.as_ref())?;
+            let decoded = open_parquet(
+                &file.path,
+                local,
+                target,
+                None,
+                file.columns.as_ref(),
+                file.part.as_ref(),
+            )?;
             return Ok(Box::new(decoded));
         }
     }

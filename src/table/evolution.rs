@@ -28,6 +28,9 @@ pub(crate) type FileColumns = Arc<HashMap<String, Option<String>>>;
 pub(crate) struct FileRef {
     pub(crate) path: String,
     pub(crate) columns: Option<FileColumns>,
+    /// Read only this part of the file ([`super::scan::Split::rows`]): its rows are those of the
+    /// row groups that start in the range, and a position counts from the part's first row.
+    pub(crate) part: Option<std::ops::Range<u64>>,
 }
 
 /// The mapping of files written with `old` to `current` (`None` when nothing differs).
@@ -108,6 +111,7 @@ impl Table {
             return Ok(FileRef {
                 path,
                 columns: None,
+                part: None,
             });
         }
         let columns = self
@@ -116,7 +120,11 @@ impl Table {
             .ok()
             .and_then(|c| c.get(&file.schema_id).cloned());
         match columns {
-            Some(columns) => Ok(FileRef { path, columns }),
+            Some(columns) => Ok(FileRef {
+                path,
+                columns,
+                part: None,
+            }),
             None => InternalSnafu {
                 message: format!(
                     "schema {} of {path} was not loaded before reading it",

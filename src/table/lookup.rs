@@ -379,6 +379,7 @@ pub(crate) fn keep_written(io: &crate::io::FileIo, path: &str, rows: &RecordBatc
     let file = FileRef {
         path: path.to_string(),
         columns: None,
+        part: None,
     };
     let key = lookup_key(io, &file, rows.schema_ref());
     match store.keep(&key, rows) {

@@ -138,6 +138,7 @@ pub(crate) fn read<R: ChunkReader + Clone + 'static>(
             continue;
         }
         let (reader, md) = opened(&mut slot, &mut open, &file.path)?;
+        let groups = filter.select(md.metadata());
         let builder =
             ParquetRecordBatchReaderBuilder::new_with_metadata(reader.clone(), md.clone())
                 .with_row_selection(selection(page.first_row, page.rows, total));
@@ -147,7 +148,7 @@ pub(crate) fn read<R: ChunkReader + Clone + 'static>(
             builder,
             page.rows.max(1),
             target,
-            Some(filter),
+            groups.as_deref(),
             file.columns.as_ref(),
         )?
         .collect::<Result<Vec<_>>>()?;

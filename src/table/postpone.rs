@@ -221,6 +221,7 @@ impl Table {
                         &target,
                         None,
                         file.columns.as_ref(),
+                        None,
                     )
                 })
                 .await

@@ -249,6 +249,15 @@ impl TableRead {
         })
     }
 
+    /// Whether a split of this read may be a part of a file ([`Split::rows`]): the read neither
+    /// merges nor counts positions within files (an append table's plain rows).
+    pub fn reads_file_parts(&self) -> bool {
+        !self.layout.is_primary_key_table()
+            && !self.row_tracking
+            && !self.deletion_vectors
+            && !self.row_kind
+    }
+
     /// Lets the read drop the rows `predicate` rejects while it decodes files, before the columns
     /// the predicate does not read are decoded for them. Inexact: only reads without merging (append
     /// tables, compacted primary-key splits) apply it, so the caller still filters.
@@ -346,6 +355,7 @@ impl TableRead {
                     partition: split.partition.clone(),
                     bucket: split.bucket,
                     files: vec![f.clone()],
+                    rows: None,
                 })
                 .collect();
             let (reader, filter, snapshot) = (this.clone(), filter.clone(), snapshot.clone());
@@ -449,7 +459,21 @@ impl TableRead {
         } else {
             (Arc::clone(&self.output_schema), self.projection.clone())
         };
-        let file_ref = |f: &crate::spec::DataFileMeta| self.table.file_ref(&dir, f);
+        if split.rows.is_some() && (pk || self.row_tracking || self.deletion_vectors) {
+            return InternalSnafu {
+                message: format!(
+                    "a part of a data file of {} was planned for a read that needs it whole",
+                    self.table.identifier()
+                ),
+            }
+            .fail();
+        }
+        let file_ref = |f: &crate::spec::DataFileMeta| {
+            self.table.file_ref(&dir, f).map(|mut r| {
+                r.part = split.rows.clone();
+                r
+            })
+        };
         // Row ids and deletion vectors count rows within each file: such reads keep one run per
         // file.
         let tracked: Option<(SchemaRef, Vec<crate::spec::DataFileMeta>)> =

@@ -10,6 +10,7 @@
 //! - [`load_rows`] decodes chosen rows of a file (a top-N's winners, `table::read::top_n`).
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{BooleanArray, RecordBatch};
@@ -55,10 +56,15 @@ pub(crate) fn open<R: ChunkReader + Clone + 'static>(
     reader: R,
     target: &SchemaRef,
     columns: Option<&FileColumns>,
+    part: Option<&Range<u64>>,
     predicate: &Arc<dyn RowPredicate>,
 ) -> Result<Option<FilteredRead<R>>> {
     let meta = ArrowReaderMetadata::load(&reader, ArrowReaderOptions::new())
         .context(ParquetSnafu { path })?;
+    let groups: Vec<usize> = match part {
+        Some(p) => data_file::part_groups(meta.metadata(), p),
+        None => (0..meta.metadata().num_row_groups()).collect(),
+    };
     let Some((test_roots, file_names, test_schema)) =
         test_columns(meta.schema(), target, columns, predicate.columns())
     else {
@@ -68,13 +74,11 @@ pub(crate) fn open<R: ChunkReader + Clone + 'static>(
     crate::metrics::metrics().bytes_read.inc_by(projected_bytes(
         meta.metadata(),
         &file_roots(meta.schema(), target, columns),
-        None,
+        Some(&groups),
     ));
     Ok(Some(FilteredRead {
         path: path.to_string(),
-        groups: (0..meta.metadata().num_row_groups())
-            .map(|g| (g, 0))
-            .collect(),
+        groups: groups.into_iter().map(|g| (g, 0)).collect(),
         reader,
         meta,
         target: Arc::clone(target),
@@ -232,20 +236,19 @@ pub(super) fn load_tested(
     if file.path.ends_with(data_file::AVRO_SUFFIX) {
         return data_file::load_lazily(handle, io, file, target, None);
     }
-    let columns = file.columns.as_ref();
     /// The file `reader` reads, tested where the predicate applies, else whole.
     fn tested<R: ChunkReader + Clone + Send + 'static>(
-        path: &str,
+        file: &FileRef,
         reader: R,
         target: &SchemaRef,
-        columns: Option<&FileColumns>,
         predicate: &Arc<dyn RowPredicate>,
     ) -> Result<data_file::Batches> {
+        let (path, columns, part) = (&file.path, file.columns.as_ref(), file.part.as_ref());
         Ok(
-            match open(path, reader.clone(), target, columns, predicate)? {
+            match open(path, reader.clone(), target, columns, part, predicate)? {
                 Some(read) => Box::new(read),
                 None => Box::new(data_file::open_parquet(
-                    path, reader, target, None, columns,
+                    path, reader, target, None, columns, part,
                 )?),
             },
         )
@@ -253,17 +256,18 @@ pub(super) fn load_tested(
     match data_file::local_file(io, &file.path) {
         Some(local) => {
             let shared = super::page_cache::SharedFile(Arc::new(local));
-            tested(&file.path, shared, target, columns, predicate)
+            tested(file, shared, target, predicate)
         }
         None => {
             let bytes = handle.block_on(io.read_data(&file.path))?;
-            tested(&file.path, bytes, target, columns, predicate)
+            tested(file, bytes, target, predicate)
         }
     }
 }
 
-/// The rows at `rows` (positions in the file, ascending, unique) of one data file, in `target`'s
-/// layout: only the pages holding them are decompressed (a local file is read by ranges).
+/// The rows at `rows` (positions in the file, or in its part, ascending, unique) of one data
+/// file, in `target`'s layout: only the pages holding them are decompressed (a local file is read
+/// by ranges).
 pub(crate) fn load_rows(
     handle: &tokio::runtime::Handle,
     io: &crate::io::FileIo,
@@ -271,17 +275,26 @@ pub(crate) fn load_rows(
     target: &SchemaRef,
     rows: &[u64],
 ) -> Result<Vec<RecordBatch>> {
-    let columns = file.columns.as_ref();
     fn chosen<R: parquet::file::reader::ChunkReader + 'static>(
-        path: &str,
+        file: &FileRef,
         reader: R,
         target: &SchemaRef,
-        columns: Option<&FileColumns>,
         rows: &[u64],
     ) -> Result<Vec<RecordBatch>> {
-        let builder =
+        let (path, columns) = (&file.path, file.columns.as_ref());
+        let mut builder =
             ParquetRecordBatchReaderBuilder::try_new(reader).context(ParquetSnafu { path })?;
-        let total = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
+        // A part reads as if the file held its row groups only.
+        let total = match &file.part {
+            Some(part) => {
+                let md = builder.metadata();
+                let groups = data_file::part_groups(md, part);
+                let total: i64 = groups.iter().map(|&g| md.row_group(g).num_rows()).sum();
+                builder = builder.with_row_groups(groups);
+                usize::try_from(total).unwrap_or(0)
+            }
+            None => usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0),
+        };
         let ranges = rows
             .iter()
             .map(|&r| r as usize)
@@ -299,7 +312,7 @@ pub(crate) fn load_rows(
         .collect()
     }
     if file.path.ends_with(data_file::AVRO_SUFFIX) {
-        // Avro files are decoded whole; the rows are taken from them.
+        // Avro files are decoded whole (never by parts); the rows are taken from them.
         let all = data_file::load(handle, io, file, target, None)?;
         let batch = arrow::compute::concat_batches(target, &all).context(ArrowSnafu {
             context: format!("{}: joining batches", file.path),
@@ -311,10 +324,10 @@ pub(crate) fn load_rows(
         return Ok(vec![taken]);
     }
     match data_file::local_file(io, &file.path) {
-        Some(local) => chosen(&file.path, local, target, columns, rows),
+        Some(local) => chosen(file, local, target, rows),
         None => {
             let bytes = handle.block_on(io.read_data(&file.path))?;
-            chosen(&file.path, bytes, target, columns, rows)
+            chosen(file, bytes, target, rows)
         }
     }
 }
@@ -385,7 +398,7 @@ mod tests {
             ..Default::default()
         });
         let predicate: Arc<dyn RowPredicate> = Arc::<AtLeast>::clone(&at_least);
-        let mut read = open("f.parquet", bytes, &target, None, &predicate)
+        let mut read = open("f.parquet", bytes, &target, None, None, &predicate)
             .unwrap()
             .expect("applies");
         // The first row group is read under the opening bar: all of it.
@@ -409,6 +422,53 @@ mod tests {
     }
 
     #[test]
+    fn the_parts_of_a_file_read_each_row_once() {
+        let (bytes, target) = file();
+        let ids = |batches: Vec<RecordBatch>| -> Vec<i64> {
+            batches
+                .iter()
+                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+                .collect()
+        };
+        // Row groups start at 0, 1000 and 2000: a part takes those starting in its range.
+        let parts = [0..1500, 1500..2500, 2500..u64::MAX];
+        let predicate: Arc<dyn RowPredicate> = Arc::new(AtLeast {
+            columns: vec!["v".into()],
+            bar: AtomicI64::new(500),
+            ..Default::default()
+        });
+        let mut tested = Vec::new();
+        let mut plain = Vec::new();
+        for part in &parts {
+            let read = open(
+                "f.parquet",
+                bytes.clone(),
+                &target,
+                None,
+                Some(part),
+                &predicate,
+            )
+            .unwrap()
+            .expect("applies");
+            tested.push(ids(read.map(|b| b.unwrap()).collect()));
+            let read = data_file::open_parquet(
+                "f.parquet",
+                bytes.clone(),
+                &target,
+                None,
+                None,
+                Some(part),
+            )
+            .unwrap();
+            plain.push(ids(read.map(|b| b.unwrap()).collect()));
+        }
+        assert_eq!(plain[0], (0..2000).collect::<Vec<_>>());
+        assert_eq!(plain[1], (2000..3000).collect::<Vec<_>>());
+        assert!(plain[2].is_empty(), "no row group starts in the last part");
+        assert_eq!(tested.concat(), (500..3000).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn an_inactive_predicate_is_not_evaluated() {
         let (bytes, target) = file();
         let at_least = Arc::new(AtLeast {
@@ -418,7 +478,7 @@ mod tests {
             ..Default::default()
         });
         let predicate: Arc<dyn RowPredicate> = Arc::<AtLeast>::clone(&at_least);
-        let mut read = open("f.parquet", bytes, &target, None, &predicate)
+        let mut read = open("f.parquet", bytes, &target, None, None, &predicate)
             .unwrap()
             .expect("applies");
         assert_eq!(read.next().unwrap().unwrap().num_rows(), 1000);
@@ -437,7 +497,7 @@ mod tests {
             columns: vec!["w".into()],
             ..Default::default()
         });
-        assert!(open("f.parquet", bytes, &target, None, &predicate)
+        assert!(open("f.parquet", bytes, &target, None, None, &predicate)
             .unwrap()
             .is_none());
     }

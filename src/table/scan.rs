@@ -27,6 +27,10 @@ pub struct Split {
     pub partition: Vec<u8>,
     pub bucket: i32,
     pub files: Vec<DataFileMeta>,
+    /// A part of its one file: only the Parquet row groups whose first row is in this range are
+    /// read (reads without merging, positions or row ids, so the parts of a large file can go to
+    /// several cores). `None`: the files whole.
+    pub rows: Option<std::ops::Range<u64>>,
 }
 
 /// A planned read: the snapshot it reads and its splits.
@@ -326,6 +330,7 @@ impl Pruning {
                 partition: partition.to_vec(),
                 bucket,
                 files,
+                rows: None,
             })
             .collect())
     }

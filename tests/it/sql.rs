@@ -181,6 +181,90 @@ async fn explain(engine: &SqlEngine, sql: &str) -> String {
         .join("\n")
 }
 
+/// A large file of an append table is read in parts (whole row groups each) spread over the
+/// partitions, and every query answers as DataFusion does over all the rows: no row is read twice
+/// or left out, and a top-N reads its winners back by their position in the part.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_files_are_read_in_parts_and_answer_as_datafusion_does() {
+    use arrow::array::{Float64Array, Int64Array, StringArray};
+    use datafusion::datasource::MemTable;
+    use datafusion::prelude::SessionContext;
+    let s = Scratch::new();
+    s.catalog.create_database("default", true).await.unwrap();
+    let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    run(
+        &engine,
+        "CREATE TABLE big (id BIGINT NOT NULL, v DOUBLE, s STRING)",
+    )
+    .await;
+    let table = s
+        .catalog
+        .load_table(&tidelake::Identifier::new("default", "big"))
+        .await
+        .unwrap();
+    // One file of 700k rows (three row groups), then a small one; `v` in quarters, so sums are
+    // exact in any order.
+    for (start, n) in [(0i64, 700_000i64), (700_000, 1_000)] {
+        let ids: Vec<i64> = (start..start + n).collect();
+        let batch = RecordBatch::try_new(
+            table.arrow_schema().unwrap(),
+            vec![
+                Arc::new(Int64Array::from(ids.clone())),
+                Arc::new(Float64Array::from_iter(ids.iter().map(|i| {
+                    (i % 13 != 0).then(|| ((i * 7919) % 1_000_003) as f64 / 4.0)
+                }))),
+                Arc::new(StringArray::from_iter_values(
+                    ids.iter().map(|i| format!("s{}", i % 101)),
+                )),
+            ],
+        )
+        .unwrap();
+        table
+            .write_batches(&[batch], tidelake::table::WriteOptions::default(), None)
+            .await
+            .unwrap();
+    }
+    let ctx = SessionContext::new();
+    let all = run(&engine, "SELECT * FROM big").await;
+    let rows: usize = all.iter().map(RecordBatch::num_rows).sum();
+    assert_eq!(rows, 701_000);
+    ctx.register_table(
+        "big",
+        Arc::new(MemTable::try_new(all[0].schema(), vec![all]).unwrap()),
+    )
+    .unwrap();
+    let queries = [
+        "SELECT count(*), sum(id), count(v), sum(v), count(DISTINCT s) FROM big",
+        "SELECT s, count(*), min(id), max(v) FROM big GROUP BY s ORDER BY s",
+        "SELECT id, v, s FROM big ORDER BY v DESC, id LIMIT 9",
+        "SELECT id, s FROM big ORDER BY id DESC LIMIT 4",
+        "SELECT count(*), sum(v) FROM big WHERE v < 1000.0 AND id > 1000",
+    ];
+    for sql in queries {
+        let want = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        assert_eq!(render(&run(&engine, sql).await), render(&want), "{sql}");
+    }
+    // With two cores or more the big file is cut into its three row groups; the small one stays
+    // whole. With one, nothing is cut.
+    let plan = explain(&engine, "SELECT id FROM big ORDER BY v DESC LIMIT 3").await;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    assert_eq!(cores > 1, plan.contains("file_parts=3,"), "{plan}");
+    assert!(plan.contains("top_n_rows="), "{plan}");
+    // A scan of one partition reads late too (DataFusion puts nothing between it and the sort).
+    run(&engine, "CREATE TABLE one (id BIGINT NOT NULL, v DOUBLE)").await;
+    run(
+        &engine,
+        "INSERT INTO one VALUES (1, 0.5), (2, 2.5), (3, 1.5)",
+    )
+    .await;
+    let sql = "SELECT id FROM one ORDER BY v DESC LIMIT 2";
+    let plan = explain(&engine, sql).await;
+    assert!(plan.contains("partitions=1"), "{plan}");
+    assert!(plan.contains("top_n_rows="), "{plan}");
+    let rows = render(&run(&engine, sql).await);
+    assert_eq!(rows, vec![vec!["2".to_string()], vec!["3".to_string()]]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn point_query_reads_only_files_holding_the_key() {
     let s = Scratch::new();

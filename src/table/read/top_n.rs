@@ -83,7 +83,9 @@ impl TableRead {
         for split in &plan.splits {
             let dir = self.table.bucket_dir(&split.partition, split.bucket)?;
             for f in &split.files {
-                files.push(self.table.file_ref(&dir, f)?);
+                let mut file = self.table.file_ref(&dir, f)?;
+                file.part = split.rows.clone();
+                files.push(file);
             }
         }
         if n == 0 || files.is_empty() {
