@@ -1,25 +1,30 @@
 //! Merging a streaming merge's chunk without sorting it: each slice comes from one sorted run
-//! (keys ascending, each at most once), so a k-way walk over the slices' integer keys finds each
-//! key's records, and one `interleave` per column copies the winners out. [`merge_runs`] would
+//! (keys ascending, each at most once), so a k-way walk over the slices' keys finds each key's
+//! records, and one `interleave` per column copies the winners out. [`merge_runs`] would
 //! concatenate the slices, sort every record and `take` the winners: two copies and a sort.
 //!
-//! The walk covers the common case, a `deduplicate` table keyed by one INT or BIGINT column
-//! without sequence fields; everything else goes to [`merge_runs`].
+//! The walk covers `deduplicate` tables without sequence fields, whatever their key: one INT or
+//! BIGINT column is walked as integers, any other key (strings, several columns) as Arrow's row
+//! encoding, which orders keys as the streaming merge cuts them. Other engines go to
+//! [`merge_runs`].
 
 use std::borrow::Cow;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::interleave;
 use arrow::datatypes::{DataType, Int32Type, Int64Type, Int8Type};
+use arrow::row::{Row, RowConverter, SortField};
 use snafu::ResultExt;
 
 use super::{merge_runs, MergeSpec};
 use crate::error::{ArrowSnafu, Result};
 use crate::spec::{MergeEngine, RowKind};
 
-/// One slice's columns the walk reads.
-pub(crate) struct SliceKeys<'a> {
-    pub(crate) keys: Cow<'a, [i64]>,
+/// One slice's columns the walk reads; `K` is how a key compares (an integer, or an encoded row).
+pub(crate) struct SliceKeys<'a, K> {
+    pub(crate) keys: &'a [K],
     pub(crate) seq: &'a [i64],
     pub(crate) kinds: &'a [i8],
 }
@@ -31,15 +36,15 @@ fn is_retract(kind: i8) -> bool {
 /// A key's records seen so far: the newest (sequence number, then slice), and the newest that is
 /// not a retraction.
 #[derive(Debug, Clone, Copy)]
-struct Group {
-    key: i64,
+struct Group<K> {
+    key: K,
     records: u32,
     newest: (i64, usize, usize),
     newest_added: Option<(i64, usize, usize)>,
 }
 
-impl Group {
-    fn new(key: i64) -> Self {
+impl<K: Copy> Group<K> {
+    fn new(key: K) -> Self {
         Group {
             key,
             records: 0,
@@ -48,7 +53,7 @@ impl Group {
         }
     }
 
-    fn add(&mut self, slices: &[SliceKeys<'_>], s: usize, row: usize) {
+    fn add(&mut self, slices: &[SliceKeys<'_, K>], s: usize, row: usize) {
         let at = (slices[s].seq[row], s, row);
         if self.records == 0 || at >= self.newest {
             self.newest = at;
@@ -62,7 +67,7 @@ impl Group {
     /// The surviving record, if any.
     fn winner(
         &self,
-        slices: &[SliceKeys<'_>],
+        slices: &[SliceKeys<'_, K>],
         ignore_delete: bool,
         keep_retracts: bool,
     ) -> Option<(usize, usize)> {
@@ -77,54 +82,52 @@ impl Group {
 }
 
 /// The keys of the slices `members`, in order, each with its records: a k-way walk over the
-/// slices' next keys.
-fn groups(slices: &[SliceKeys<'_>], members: &[usize]) -> Vec<Group> {
-    let len: Vec<usize> = members.iter().map(|&s| slices[s].keys.len()).collect();
+/// slices' next keys, kept in a heap (a key costs a few comparisons however many runs there are).
+fn groups<K: Ord + Copy>(slices: &[SliceKeys<'_, K>], members: &[usize]) -> Vec<Group<K>> {
+    let keys = |m: usize| slices[members[m]].keys;
     let mut pos = vec![0usize; members.len()];
-    // Each member's next key; i64::MAX once it is exhausted (`pos` tells that from a real MAX).
-    let head = |m: usize, p: usize| slices[members[m]].keys.get(p).copied().unwrap_or(i64::MAX);
-    let mut heads: Vec<i64> = (0..members.len()).map(|m| head(m, 0)).collect();
-    let mut out = Vec::with_capacity(len.iter().sum());
-    loop {
-        // The smallest head (its member) and the second smallest.
-        let (mut first, mut k0, mut k1) = (None, i64::MAX, i64::MAX);
-        for m in 0..members.len() {
-            if pos[m] == len[m] {
-                continue;
-            }
-            let h = heads[m];
-            if first.is_none() || h < k0 {
-                k1 = if first.is_some() { k0 } else { k1 };
-                (first, k0) = (Some(m), h);
-            } else if h < k1 {
-                k1 = h;
-            }
+    let mut heads: BinaryHeap<Reverse<(K, usize)>> = (0..members.len())
+        .filter_map(|m| keys(m).first().map(|&k| Reverse((k, m))))
+        .collect();
+    let mut out = Vec::with_capacity(members.iter().map(|&s| slices[s].keys.len()).sum());
+    type Heads<K> = BinaryHeap<Reverse<(K, usize)>>;
+    // Takes member m's head into `g` and puts its next key in the heap.
+    let take = |g: &mut Group<K>, m: usize, pos: &mut [usize], heads: &mut Heads<K>| {
+        g.add(slices, members[m], pos[m]);
+        pos[m] += 1;
+        if let Some(&k) = keys(m).get(pos[m]) {
+            heads.push(Reverse((k, m)));
         }
-        let Some(m0) = first else { break };
-        if k0 < k1 {
-            // Only this member holds the keys below the next member's head.
-            let s = members[m0];
-            let keys = &slices[s].keys;
-            let mut p = pos[m0];
-            while p < len[m0] && keys[p] < k1 {
-                let mut g = Group::new(keys[p]);
-                g.add(slices, s, p);
-                out.push(g);
-                p += 1;
+    };
+    while let Some(Reverse((k0, m0))) = heads.pop() {
+        let k1 = heads.peek().map(|Reverse((k, _))| *k);
+        if k1 == Some(k0) {
+            // Several members hold this key.
+            let mut g = Group::new(k0);
+            take(&mut g, m0, &mut pos, &mut heads);
+            while let Some(&Reverse((k, m))) = heads.peek() {
+                if k != k0 {
+                    break;
+                }
+                heads.pop();
+                take(&mut g, m, &mut pos, &mut heads);
             }
-            pos[m0] = p;
-            heads[m0] = head(m0, p);
+            out.push(g);
             continue;
         }
-        let mut g = Group::new(k0);
-        for m in 0..members.len() {
-            if pos[m] < len[m] && heads[m] == k0 {
-                g.add(slices, members[m], pos[m]);
-                pos[m] += 1;
-                heads[m] = head(m, pos[m]);
-            }
+        // Only this member holds the keys below the next member's head.
+        let (s, run) = (members[m0], keys(m0));
+        let mut p = pos[m0];
+        while p < run.len() && k1.is_none_or(|k1| run[p] < k1) {
+            let mut g = Group::new(run[p]);
+            g.add(slices, s, p);
+            out.push(g);
+            p += 1;
         }
-        out.push(g);
+        pos[m0] = p;
+        if let Some(&k) = run.get(p) {
+            heads.push(Reverse((k, m0)));
+        }
     }
     out
 }
@@ -136,8 +139,8 @@ fn groups(slices: &[SliceKeys<'_>], members: &[usize]) -> Vec<Group> {
 ///
 /// The largest slice (the run of the highest level, typically) is walked in one tight loop: the
 /// others are grouped first, and its rows between their keys pass as single records.
-pub(crate) fn winners(
-    slices: &[SliceKeys<'_>],
+pub(crate) fn winners<K: Ord + Copy>(
+    slices: &[SliceKeys<'_, K>],
     ignore_delete: bool,
     keep_retracts: bool,
 ) -> Vec<(usize, usize)> {
@@ -145,7 +148,7 @@ pub(crate) fn winners(
         return Vec::new();
     };
     let others: Vec<usize> = (0..slices.len()).filter(|&s| s != base).collect();
-    let (keys, kinds) = (&slices[base].keys, slices[base].kinds);
+    let (keys, kinds) = (slices[base].keys, slices[base].kinds);
     let mut out = Vec::with_capacity(keys.len() + others.len());
     let mut p = 0;
     let pass = |out: &mut Vec<(usize, usize)>, p: usize| {
@@ -169,6 +172,71 @@ pub(crate) fn winners(
         p += 1;
     }
     out
+}
+
+/// What the walk reads of each slice: `keys`, and its sequence numbers and row kinds (the columns
+/// after the `k` key columns).
+fn slice_keys<'a, K>(
+    slices: &'a [RecordBatch],
+    k: usize,
+    keys: Vec<&'a [K]>,
+) -> Vec<SliceKeys<'a, K>> {
+    slices
+        .iter()
+        .zip(keys)
+        .map(|(b, keys)| SliceKeys {
+            keys,
+            seq: b.column(k).as_primitive::<Int64Type>().values(),
+            kinds: b.column(k + 1).as_primitive::<Int8Type>().values(),
+        })
+        .collect()
+}
+
+/// Each slice's key columns (the first `k`) in Arrow's row encoding, from one converter so that
+/// rows of different slices compare.
+fn key_rows(slices: &[RecordBatch], k: usize) -> Result<Vec<arrow::row::Rows>> {
+    let fields = slices[0].columns()[..k]
+        .iter()
+        .map(|c| SortField::new(c.data_type().clone()))
+        .collect();
+    let conv = RowConverter::new(fields).context(ArrowSnafu {
+        context: "key row encoding",
+    })?;
+    slices
+        .iter()
+        .map(|b| {
+            conv.convert_columns(&b.columns()[..k]).context(ArrowSnafu {
+                context: "key row encoding",
+            })
+        })
+        .collect()
+}
+
+/// How many leading bytes every encoded key of the slices shares: those of the smallest and the
+/// largest key (each slice is sorted, so its first and last rows). Pure.
+fn shared_prefix(slices: &[arrow::row::Rows]) -> usize {
+    let ends = slices.iter().filter(|r| r.num_rows() > 0);
+    let lo = ends.clone().map(|r| r.row(0)).min();
+    let hi = ends.map(|r| r.row(r.num_rows() - 1)).max();
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => {
+            let (lo, hi): (&[u8], &[u8]) = (lo.as_ref(), hi.as_ref());
+            lo.iter().zip(hi).take_while(|(a, b)| a == b).count()
+        }
+        _ => 0,
+    }
+}
+
+/// The eight bytes of an encoded key after its first `skip` (zero-padded), as a number that orders
+/// as they do. Among keys that share their first `skip` bytes, (this word, the key) orders as the
+/// key does, and most comparisons end at the word. Pure.
+fn word_after(row: Row<'_>, skip: usize) -> u64 {
+    let bytes: &[u8] = row.as_ref();
+    let rest = bytes.get(skip..).unwrap_or(&[]);
+    let mut word = [0u8; 8];
+    let n = rest.len().min(8);
+    word[..n].copy_from_slice(&rest[..n]);
+    u64::from_be_bytes(word)
 }
 
 /// The slice's key as integers, when the walk applies to it.
@@ -196,26 +264,32 @@ pub fn merge_sorted_slices(
     slices: &[RecordBatch],
     spec: &MergeSpec,
 ) -> Result<Option<RecordBatch>> {
-    let walkable = spec.key_count == 1
-        && spec.sequence_columns.is_empty()
-        && spec.config.engine == MergeEngine::Deduplicate;
-    let keys: Option<Vec<Cow<'_, [i64]>>> = walkable
+    let walkable =
+        spec.sequence_columns.is_empty() && spec.config.engine == MergeEngine::Deduplicate;
+    if !walkable || slices.is_empty() {
+        return merge_runs(slices, spec);
+    }
+    let k = spec.key_count;
+    let (ignore_delete, keep) = (spec.config.ignore_delete, spec.keep_retracts);
+    let ints: Option<Vec<Cow<'_, [i64]>>> = (k == 1)
         .then(|| slices.iter().map(int_keys).collect())
         .flatten();
-    let Some(keys) = keys else {
-        return merge_runs(slices, spec);
+    let picked = match ints {
+        Some(ints) => {
+            let keys = ints.iter().map(|c| &c[..]).collect();
+            winners(&slice_keys(slices, k, keys), ignore_delete, keep)
+        }
+        None => {
+            let encoded = key_rows(slices, k)?;
+            let skip = shared_prefix(&encoded);
+            let rows: Vec<Vec<(u64, Row<'_>)>> = encoded
+                .iter()
+                .map(|r| r.iter().map(|row| (word_after(row, skip), row)).collect())
+                .collect();
+            let keys = rows.iter().map(|r| &r[..]).collect();
+            winners(&slice_keys(slices, k, keys), ignore_delete, keep)
+        }
     };
-    let k = spec.key_count;
-    let inputs: Vec<SliceKeys<'_>> = slices
-        .iter()
-        .zip(keys)
-        .map(|(b, keys)| SliceKeys {
-            keys,
-            seq: b.column(k).as_primitive::<Int64Type>().values(),
-            kinds: b.column(k + 1).as_primitive::<Int8Type>().values(),
-        })
-        .collect();
-    let picked = winners(&inputs, spec.config.ignore_delete, spec.keep_retracts);
     if picked.is_empty() {
         return Ok(None);
     }
@@ -322,6 +396,79 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `runs` with their integer key turned into a string (`u7`, `u10`, …: a common prefix and
+    /// different lengths), each re-sorted by the string.
+    fn string_keyed(runs: &[RecordBatch]) -> Vec<RecordBatch> {
+        runs.iter()
+            .map(|b| {
+                let keys: StringArray = b
+                    .column(0)
+                    .as_primitive::<Int64Type>()
+                    .values()
+                    .iter()
+                    .map(|k| Some(format!("u{k}")))
+                    .collect();
+                let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
+                fields[0] = std::sync::Arc::new(arrow::datatypes::Field::new(
+                    "_KEY_id",
+                    DataType::Utf8,
+                    false,
+                ));
+                let mut columns = b.columns().to_vec();
+                columns[0] = std::sync::Arc::new(keys);
+                let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
+                let b = RecordBatch::try_new(schema, columns).unwrap();
+                let order = arrow::compute::sort_to_indices(b.column(0), None, None).unwrap();
+                arrow::compute::take_record_batch(&b, &order).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_walk_over_encoded_keys_agrees_with_sorting_everything() {
+        for seed in 0..20 {
+            let runs = string_keyed(&random_runs(seed, 1 + (seed as usize % 6)));
+            let mut shuffled = runs.clone();
+            shuffled.rotate_left(seed as usize % runs.len());
+            for (keep, ignore) in [(false, false), (true, false), (false, true), (true, true)] {
+                let spec = spec("deduplicate", keep, ignore);
+                let (got, want) = (
+                    merge_sorted_slices(&shuffled, &spec).unwrap(),
+                    merge_runs(&runs, &spec).unwrap(),
+                );
+                let text = |b: &Option<RecordBatch>| {
+                    b.as_ref().map(|b| {
+                        arrow::util::pretty::pretty_format_batches(&[b.clone()])
+                            .unwrap()
+                            .to_string()
+                    })
+                };
+                assert_eq!(
+                    text(&got),
+                    text(&want),
+                    "seed {seed}, keep_retracts {keep}, ignore_delete {ignore}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn encoded_keys_compare_by_the_word_after_their_shared_prefix() {
+        let conv = RowConverter::new(vec![SortField::new(DataType::Utf8)]).unwrap();
+        let keys = StringArray::from(vec!["user-0001", "user-0001a", "user-0002", "user-1"]);
+        let rows = conv
+            .convert_columns(&[std::sync::Arc::new(keys) as ArrayRef])
+            .unwrap();
+        let skip = shared_prefix(std::slice::from_ref(&rows));
+        assert_eq!(skip, 6, "the row's validity byte and `user-`");
+        let keyed: Vec<(u64, Row<'_>)> = rows.iter().map(|r| (word_after(r, skip), r)).collect();
+        for pair in keyed.windows(2) {
+            assert!(pair[0] < pair[1]);
+            assert!(pair[0].1 < pair[1].1);
+        }
+        assert_eq!(word_after(rows.row(0), 1000), 0, "past the end: zeros");
     }
 
     #[test]

@@ -29,8 +29,8 @@ use crate::error::{InternalSnafu, Result};
 use crate::lsm::changelog::chunk_changelog;
 use crate::lsm::compaction::{pick, pick_full, PickerOptions, RunSize};
 use crate::lsm::levels::{sorted_runs, LevelSortedRun};
-use crate::lsm::merge::merge_runs;
 use crate::lsm::merge::stream::{stream_chunks, RunStream};
+use crate::lsm::merge::{merge_runs, merge_sorted_slices};
 use crate::manifest::FileNamer;
 use crate::schema::layout::TableLayout;
 use crate::spec::binary_row::Datum;
@@ -494,7 +494,15 @@ pub(crate) async fn rewrite(
                 .filter(|(run, _)| *run < input_runs || dv_lookup)
                 .map(|(_, b)| b.clone())
                 .collect();
-            if let Some(merged) = merge_runs(&slices, &spec)? {
+            // One slice per sorted run (keys unique and ascending in each) is what the walk of
+            // `merge_sorted_slices` needs; the old copies of a deletion-vector lookup are merged
+            // by sorting.
+            let merged = if old_copies.is_some() {
+                merge_runs(&slices, &spec)?
+            } else {
+                merge_sorted_slices(&slices, &spec)?
+            };
+            if let Some(merged) = merged {
                 outputs.accept(merged)?;
             }
             if let Some(out) = changelog_outputs.as_mut() {
