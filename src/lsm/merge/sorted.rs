@@ -440,7 +440,7 @@ mod tests {
                 );
                 let text = |b: &Option<RecordBatch>| {
                     b.as_ref().map(|b| {
-                        arrow::util::pretty::pretty_format_batches(&[b.clone()])
+                        arrow::util::pretty::pretty_format_batches(std::slice::from_ref(b))
                             .unwrap()
                             .to_string()
                     })
