@@ -390,9 +390,9 @@ impl TableProvider for TableScanProvider {
         // One DataFusion partition per group of splits, so the operators above the scan
         // (filters, partial aggregates) run on every core, not only the decoding.
         // Files of an append table need no merging: each is a split of its own, so even a
-        // bucket-unaware table (one bucket) spreads over the partitions; and where the files are
-        // few against the partitions, large ones are read in parts, so no core waits on another's
-        // last file.
+        // bucket-unaware table (one bucket) spreads over the partitions; and large files are read in
+        // parts of whole row groups, so a table of a few large files (a compacted one) is decoded
+        // on every core.
         let append = !self.table.layout().map_err(df_err)?.is_primary_key_table();
         let target = state.config().target_partitions();
         let splits: Vec<crate::table::Split> = if append {
@@ -438,7 +438,8 @@ pub(crate) fn split_groups(
             (Some(part), [f]) if f.row_count > 0 => {
                 let n = f.row_count as u64;
                 let share = part.end.min(n).saturating_sub(part.start.min(n));
-                (whole * share / n).max(1)
+                let weight = u128::from(whole) * u128::from(share) / u128::from(n);
+                u64::try_from(weight).unwrap_or(u64::MAX).max(1)
             }
             _ => whole,
         }
