@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 use arrow::array::{AsArray, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::Int64Type;
-use arrow::row::{RowConverter, SortField};
+use arrow::row::RowConverter;
 use roaring::RoaringBitmap;
 use snafu::ResultExt;
 
@@ -159,13 +159,9 @@ impl OldCopies {
         key_count: usize,
         input_runs: usize,
     ) -> Result<Self> {
-        let fields = schema.fields()[..key_count]
-            .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
-            .collect();
-        let keys = RowConverter::new(fields).context(ArrowSnafu {
-            context: "key row encoding",
-        })?;
+        let keys = crate::lsm::merge::key_converter(
+            schema.fields()[..key_count].iter().map(|f| f.data_type()),
+        )?;
         Ok(Self {
             keys,
             key_count,
@@ -179,13 +175,8 @@ impl OldCopies {
         lookup_names: &[String],
         marks: &mut Marks,
     ) -> Result<Vec<(usize, RecordBatch)>> {
-        let encode = |b: &RecordBatch| {
-            self.keys
-                .convert_columns(&b.columns()[..self.key_count])
-                .context(ArrowSnafu {
-                    context: "key row encoding",
-                })
-        };
+        let encode =
+            |b: &RecordBatch| crate::lsm::merge::encode_keys(&self.keys, b, self.key_count);
         let mut rewritten: HashSet<Vec<u8>> = HashSet::new();
         for (_, b) in chunk.iter().filter(|(run, _)| *run < self.input_runs) {
             rewritten.extend(encode(b)?.iter().map(|r| r.as_ref().to_vec()));

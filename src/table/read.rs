@@ -459,7 +459,7 @@ impl TableRead {
         } else {
             (Arc::clone(&self.output_schema), self.projection.clone())
         };
-        if split.rows.is_some() && (pk || self.row_tracking || self.deletion_vectors) {
+        if split.rows.is_some() && !self.reads_file_parts() {
             return InternalSnafu {
                 message: format!(
                     "a part of a data file of {} was planned for a read that needs it whole",

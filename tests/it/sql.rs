@@ -172,6 +172,14 @@ async fn run(engine: &SqlEngine, sql: &str) -> Vec<RecordBatch> {
     out.collect().await.unwrap()
 }
 
+/// A fresh warehouse with database `default`, and an engine over it.
+async fn engine_with_default_db() -> (Scratch, SqlEngine) {
+    let s = Scratch::new();
+    s.catalog.create_database("default", true).await.unwrap();
+    let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    (s, engine)
+}
+
 /// The plan DataFusion runs for `sql`, as EXPLAIN prints it.
 async fn explain(engine: &SqlEngine, sql: &str) -> String {
     render(&run(engine, &format!("EXPLAIN ANALYZE {sql}")).await)
@@ -189,9 +197,7 @@ async fn large_files_are_read_in_parts_and_answer_as_datafusion_does() {
     use arrow::array::{Float64Array, Int64Array, StringArray};
     use datafusion::datasource::MemTable;
     use datafusion::prelude::SessionContext;
-    let s = Scratch::new();
-    s.catalog.create_database("default", true).await.unwrap();
-    let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    let (s, engine) = engine_with_default_db().await;
     run(
         &engine,
         "CREATE TABLE big (id BIGINT NOT NULL, v DOUBLE, s STRING)",
@@ -267,9 +273,7 @@ async fn large_files_are_read_in_parts_and_answer_as_datafusion_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn point_query_reads_only_files_holding_the_key() {
-    let s = Scratch::new();
-    s.catalog.create_database("default", true).await.unwrap();
-    let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    let (s, engine) = engine_with_default_db().await;
     run(
         &engine,
         "CREATE TABLE p (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1', 'write-only' = 'true')",
@@ -434,9 +438,7 @@ async fn memory_limit_and_timeout_stop_statements() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn point_queries_answer_as_datafusion_does() {
     use datafusion::common::ScalarValue;
-    let s = Scratch::new();
-    s.catalog.create_database("default", true).await.unwrap();
-    let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    let (_s, engine) = engine_with_default_db().await;
     let session = SqlSession::default();
     run(
         &engine,
@@ -581,9 +583,7 @@ async fn point_queries_answer_as_datafusion_does() {
 async fn top_n_answers_as_datafusion_does_over_all_rows() {
     use datafusion::datasource::MemTable;
     use datafusion::prelude::SessionContext;
-    let s = Scratch::new();
-    s.catalog.create_database("default", true).await.unwrap();
-    let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    let (_s, engine) = engine_with_default_db().await;
     run(
         &engine,
         "CREATE TABLE ap (id BIGINT NOT NULL, v DOUBLE, s STRING)",

@@ -98,6 +98,28 @@ pub(crate) enum Merged {
     Nothing,
 }
 
+/// A converter of keys of these column types (in key order) to Arrow's row encoding: rows from one
+/// converter compare as the keys do, across batches.
+pub(crate) fn key_converter<'a>(
+    types: impl IntoIterator<Item = &'a arrow::datatypes::DataType>,
+) -> Result<RowConverter> {
+    let fields = types
+        .into_iter()
+        .map(|t| SortField::new(t.clone()))
+        .collect();
+    RowConverter::new(fields).context(ArrowSnafu {
+        context: "key row encoding",
+    })
+}
+
+/// The first `k` columns of `batch` (its key) in `conv`'s row encoding.
+pub(crate) fn encode_keys(conv: &RowConverter, batch: &RecordBatch, k: usize) -> Result<Rows> {
+    conv.convert_columns(&batch.columns()[..k])
+        .context(ArrowSnafu {
+            context: "key row encoding",
+        })
+}
+
 fn rows_of(batch: &RecordBatch, cols: &[usize], what: &str) -> Result<Rows> {
     rows_with(batch, cols, None, what)
 }

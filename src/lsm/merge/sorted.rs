@@ -15,7 +15,7 @@ use std::collections::BinaryHeap;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::interleave;
 use arrow::datatypes::{DataType, Int32Type, Int64Type, Int8Type};
-use arrow::row::{Row, RowConverter, SortField};
+use arrow::row::Row;
 use snafu::ResultExt;
 
 use super::{merge_runs, MergeSpec};
@@ -195,20 +195,10 @@ fn slice_keys<'a, K>(
 /// Each slice's key columns (the first `k`) in Arrow's row encoding, from one converter so that
 /// rows of different slices compare.
 fn key_rows(slices: &[RecordBatch], k: usize) -> Result<Vec<arrow::row::Rows>> {
-    let fields = slices[0].columns()[..k]
-        .iter()
-        .map(|c| SortField::new(c.data_type().clone()))
-        .collect();
-    let conv = RowConverter::new(fields).context(ArrowSnafu {
-        context: "key row encoding",
-    })?;
+    let conv = super::key_converter(slices[0].columns()[..k].iter().map(|c| c.data_type()))?;
     slices
         .iter()
-        .map(|b| {
-            conv.convert_columns(&b.columns()[..k]).context(ArrowSnafu {
-                context: "key row encoding",
-            })
-        })
+        .map(|b| super::encode_keys(&conv, b, k))
         .collect()
 }
 
@@ -316,6 +306,7 @@ pub fn merge_sorted_slices(
 mod tests {
     use super::*;
     use arrow::array::StringArray;
+    use arrow::row::{RowConverter, SortField};
 
     /// Random sorted runs with unique keys, overlapping sequence numbers and some retractions.
     fn random_runs(seed: u64, runs: usize) -> Vec<RecordBatch> {

@@ -7,11 +7,10 @@
 //! to its next batch. Memory holds one batch per run plus one merged chunk, whatever the data size.
 
 use arrow::array::RecordBatch;
-use arrow::row::{RowConverter, Rows, SortField};
-use snafu::ResultExt;
+use arrow::row::{RowConverter, Rows};
 
-use super::{merge_sorted_slices, MergeSpec};
-use crate::error::{ArrowSnafu, Result};
+use super::{encode_keys, key_converter, merge_sorted_slices, MergeSpec};
+use crate::error::Result;
 
 /// A sorted run as a stream of batches in the data-file layout, sorted by key, keys unique.
 pub type RunStream = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
@@ -25,13 +24,6 @@ struct Cursor {
     pos: usize,
 }
 
-fn key_rows(conv: &RowConverter, batch: &RecordBatch, k: usize) -> Result<Rows> {
-    conv.convert_columns(&batch.columns()[..k])
-        .context(ArrowSnafu {
-            context: "key row encoding",
-        })
-}
-
 /// Pulls the next non-empty batch of a run.
 fn next_cursor(
     run: usize,
@@ -42,7 +34,7 @@ fn next_cursor(
     for batch in stream.by_ref() {
         let batch = batch?;
         if batch.num_rows() > 0 {
-            let keys = key_rows(conv, &batch, k)?;
+            let keys = encode_keys(conv, &batch, k)?;
             return Ok(Some(Cursor {
                 run,
                 stream,
@@ -95,13 +87,9 @@ pub fn stream_chunks(
         };
         let Some(batch) = first else { continue };
         if conv.is_none() {
-            let fields = batch.columns()[..k]
-                .iter()
-                .map(|c| SortField::new(c.data_type().clone()))
-                .collect();
-            conv = Some(RowConverter::new(fields).context(ArrowSnafu {
-                context: "key row encoding",
-            })?);
+            conv = Some(key_converter(
+                batch.columns()[..k].iter().map(|c| c.data_type()),
+            )?);
         }
         let c = conv.as_ref().ok_or_else(|| {
             crate::error::InternalSnafu {
@@ -109,7 +97,7 @@ pub fn stream_chunks(
             }
             .build()
         })?;
-        let keys = key_rows(c, &batch, k)?;
+        let keys = encode_keys(c, &batch, k)?;
         cursors.push(Cursor {
             run,
             stream,
