@@ -70,13 +70,19 @@ impl ScanPartition {
             Some(p) => self.read.clone().with_row_predicate(p),
             None => self.read.clone(),
         };
-        let rows = match top.and_then(|t| read.top_n_stream(self.plan.clone(), &t.keys, t.n)) {
+        let skipped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let late = top
+            .and_then(|t| read.top_n_stream(self.plan.clone(), &t.keys, t.n, Arc::clone(&skipped)));
+        let rows = match late {
             Some(late) => {
                 let late_rows = MetricBuilder::new(metrics).counter("top_n_rows", partition);
+                let pages_skipped =
+                    MetricBuilder::new(metrics).counter("top_n_pages_skipped", partition);
                 late.inspect(move |b| {
                     if let Ok(b) = b {
                         late_rows.add(b.num_rows());
                     }
+                    pages_skipped.add(skipped.swap(0, std::sync::atomic::Ordering::Relaxed));
                 })
                 .boxed()
             }
@@ -116,7 +122,8 @@ pub(crate) struct TableScanExec {
     /// The top-N a sort with a fetch above wants ([`TopNIntoScan`]).
     top: Option<TopN>,
     properties: Arc<PlanProperties>,
-    /// `top_n_rows`: the rows partitions read late (EXPLAIN ANALYZE shows it).
+    /// `top_n_rows`: the rows partitions read late; `top_n_pages_skipped`: the pages of the first
+    /// sort key they left unread (EXPLAIN ANALYZE shows both).
     metrics: ExecutionPlanMetricsSet,
 }
 

@@ -48,22 +48,7 @@ pub fn encode(
             .build()
         })?
     } else {
-        let mut props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
-                ZstdLevel::try_new(1).context(ParquetSnafu { path: &file_name })?,
-            ))
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_data_page_row_count_limit(PAGE_ROWS);
-        for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
-            if !dictionary_worthwhile(col) {
-                props = props
-                    .set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
-            }
-        }
-        let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 3);
-        write_parallel(&mut buf, batch, props.build())
-            .context(ParquetSnafu { path: &file_name })?;
-        buf
+        encode_parquet(batch, &file_name)?
     };
 
     let n = batch.num_rows();
@@ -137,6 +122,26 @@ pub fn encode(
         write_cols: None,
     };
     Ok((Bytes::from(buf), meta))
+}
+
+/// `batch` as the bytes of a Parquet file (zstd, row groups of [`ROW_GROUP_ROWS`], pages of at most
+/// [`PAGE_ROWS`], page statistics, and the exact-bounds marker [`EXACT_BOUNDS_KEY`]).
+pub(crate) fn encode_parquet(batch: &RecordBatch, file_name: &str) -> Result<Vec<u8>> {
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(1).context(ParquetSnafu { path: file_name })?,
+        ))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_data_page_row_count_limit(PAGE_ROWS);
+    for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
+        if !dictionary_worthwhile(col) {
+            props =
+                props.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
+        }
+    }
+    let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 3);
+    write_parallel(&mut buf, batch, props.build()).context(ParquetSnafu { path: file_name })?;
+    Ok(buf)
 }
 
 /// The suffix of Avro data files (Paimon's postpone buckets); every other data file is Parquet.
@@ -214,8 +219,53 @@ fn write_parallel(
         }
         row_group.close()?;
     }
+    let exact = exact_bound_columns(batch);
+    if !exact.is_empty() {
+        let names = serde_json::to_string(&exact)
+            .map_err(|e| parquet::errors::ParquetError::General(e.to_string()))?;
+        file.append_key_value_metadata(parquet::file::metadata::KeyValue::new(
+            EXACT_BOUNDS_KEY.to_string(),
+            names,
+        ));
+    }
     file.close()?;
     Ok(())
+}
+
+/// Key of the footer metadata naming the columns whose page statistics are values their pages
+/// hold (a page's min and max are rows of it) and whose floats hold no NaN, which Parquet leaves
+/// out of statistics. Readers of other writers' files cannot assume either; a top-N read uses
+/// such bounds to skip pages ([`super::read`]). Other Parquet readers ignore it.
+pub(crate) const EXACT_BOUNDS_KEY: &str = "tidelake.exact-bounds";
+
+/// The top-level columns of `batch` whose Parquet statistics are exact, attained bounds: integers,
+/// dates, times, timestamps and decimals always, floats when no value (null slots included) is
+/// NaN. Pure.
+pub(crate) fn exact_bound_columns(batch: &RecordBatch) -> Vec<&str> {
+    use arrow::datatypes::{DataType as A, Float32Type, Float64Type};
+    batch
+        .schema_ref()
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .filter(|(f, col)| match f.data_type() {
+            A::Int8 | A::Int16 | A::Int32 | A::Int64 => true,
+            A::Date32 | A::Time32(_) | A::Time64(_) | A::Timestamp(_, _) => true,
+            A::Decimal128(_, _) => true,
+            A::Float32 => !col
+                .as_primitive::<Float32Type>()
+                .values()
+                .iter()
+                .any(|v| v.is_nan()),
+            A::Float64 => !col
+                .as_primitive::<Float64Type>()
+                .values()
+                .iter()
+                .any(|v| v.is_nan()),
+            _ => false,
+        })
+        .map(|(f, _)| f.name().as_str())
+        .collect()
 }
 
 /// Whether dictionary encoding can pay off for a column: decided on a sample, since interning

@@ -109,18 +109,11 @@ impl RowGroupFilter {
             let base = (0..rg)
                 .map(|g| usize::try_from(md.row_group(g).num_rows()).ok())
                 .sum::<Option<usize>>()?;
-            let rows = usize::try_from(md.row_group(rg).num_rows()).ok()?;
             let index = ci.get(rg)?.get(col)?;
-            let pages = oi.get(rg)?.get(col)?.page_locations();
-            for (p, page) in pages.iter().enumerate() {
-                let start = usize::try_from(page.first_row_index).ok()?;
-                let end = match pages.get(p + 1) {
-                    Some(next) => usize::try_from(next.first_row_index).ok()?,
-                    None => rows,
-                };
+            for (p, (start, rows)) in page_spans(md, oi, rg, col)?.into_iter().enumerate() {
                 out.push(KeyPage {
                     first_row: base + start,
-                    rows: end - start,
+                    rows,
                     bounds: page_range(index, p, &self.ty),
                 });
             }
@@ -182,6 +175,28 @@ impl RowGroupFilter {
             .collect();
         Some(keep)
     }
+}
+
+/// The first row (within row group `rg`) and the rows of each page of column `col` there, by the
+/// offset index `oi`; none when it lacks them or they are inconsistent.
+pub(crate) fn page_spans(
+    md: &parquet::file::metadata::ParquetMetaData,
+    oi: &parquet::file::metadata::ParquetOffsetIndex,
+    rg: usize,
+    col: usize,
+) -> Option<Vec<(usize, usize)>> {
+    let rows = usize::try_from(md.row_group(rg).num_rows()).ok()?;
+    let pages = oi.get(rg)?.get(col)?.page_locations();
+    let starts = pages
+        .iter()
+        .map(|p| usize::try_from(p.first_row_index).ok())
+        .collect::<Option<Vec<usize>>>()?;
+    let ends = starts.iter().skip(1).copied().chain(std::iter::once(rows));
+    starts
+        .iter()
+        .zip(ends)
+        .map(|(&start, end)| Some((start, end.checked_sub(start)?)))
+        .collect()
 }
 
 /// A page's min and max of a key column (page-index bounds may be truncated strings: a truncated

@@ -21,6 +21,7 @@ use crate::spec::options::{DELETION_VECTORS, DV_MERGE_ON_READ};
 use crate::spec::{CoreOptions, Snapshot};
 
 mod top_n;
+mod top_pages;
 pub use top_n::TopKey;
 
 /// Reads splits of one table with a projection.

@@ -243,7 +243,10 @@ async fn large_files_are_read_in_parts_and_answer_as_datafusion_does() {
         "SELECT count(*), sum(id), count(v), sum(v), count(DISTINCT s) FROM big",
         "SELECT s, count(*), min(id), max(v) FROM big GROUP BY s ORDER BY s",
         "SELECT id, v, s FROM big ORDER BY v DESC, id LIMIT 9",
+        "SELECT id, v, s FROM big ORDER BY v DESC NULLS LAST, id LIMIT 9",
+        "SELECT id, s FROM big ORDER BY v, id LIMIT 5",
         "SELECT id, s FROM big ORDER BY id DESC LIMIT 4",
+        "SELECT id, v FROM big ORDER BY v DESC NULLS LAST, id LIMIT 40",
         "SELECT count(*), sum(v) FROM big WHERE v < 1000.0 AND id > 1000",
     ];
     for sql in queries {
@@ -256,6 +259,24 @@ async fn large_files_are_read_in_parts_and_answer_as_datafusion_does() {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     assert_eq!(cores > 1, plan.contains("file_parts=3,"), "{plan}");
     assert!(plan.contains("top_n_rows="), "{plan}");
+    // Only the pages whose bounds can hold a winner are decoded: not so with nulls first, as
+    // every page of `v` may hold nulls.
+    let skipped = |plan: &str| -> usize {
+        let at = plan.find("top_n_pages_skipped=").expect(plan) + "top_n_pages_skipped=".len();
+        plan[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect(plan)
+    };
+    let plan = explain(
+        &engine,
+        "SELECT id FROM big ORDER BY v DESC NULLS LAST LIMIT 3",
+    )
+    .await;
+    assert!(skipped(&plan) > 30, "{plan}");
+    let plan = explain(&engine, "SELECT id FROM big ORDER BY v DESC LIMIT 3").await;
+    assert_eq!(skipped(&plan), 0, "{plan}");
     // A scan of one partition reads late too (DataFusion puts nothing between it and the sort).
     run(&engine, "CREATE TABLE one (id BIGINT NOT NULL, v DOUBLE)").await;
     run(

@@ -5,16 +5,23 @@
 //! splits whose files hold final rows), since a row's position must be the row.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array, UInt64Array};
 use arrow::compute::{lexsort_to_indices, take_record_batch, SortColumn, SortOptions};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use futures::stream::{self, BoxStream, StreamExt};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
+};
+use parquet::file::metadata::PageIndexPolicy;
 use snafu::ResultExt;
 
+use super::top_pages;
 use super::{is_raw, TableRead};
-use crate::error::{ArrowSnafu, Result};
+use crate::error::{ArrowSnafu, ParquetSnafu, Result};
 use crate::table::data_file;
 use crate::table::evolution::FileRef;
 use crate::table::scan::Plan;
@@ -34,12 +41,14 @@ impl TableRead {
     /// The rows of `plan` that are first by `keys` (`n` of them, fewer in a smaller plan; among
     /// ties, any), read late: the key columns of every row, then the other columns of those rows
     /// only. Their order is not the sort's: the caller sorts them. None when the plan's rows need
-    /// merging, or a key is not an output column: the caller then reads everything.
+    /// merging, or a key is not an output column: the caller then reads everything. `skipped`
+    /// counts the pages of the first key left unread.
     pub fn top_n_stream(
         &self,
         plan: Plan,
         keys: &[TopKey],
         n: usize,
+        skipped: Arc<AtomicUsize>,
     ) -> Option<BoxStream<'static, Result<RecordBatch>>> {
         let unmerged = !self.row_kind
             && !self.row_tracking
@@ -60,7 +69,7 @@ impl TableRead {
         let this = self.clone();
         let keys = keys.to_vec();
         Some(
-            stream::once(async move { this.top_n_rows(plan, key_schema, keys, n).await })
+            stream::once(async move { this.top_n_rows(plan, key_schema, keys, n, skipped).await })
                 .flat_map(|r| match r {
                     Ok(batches) => stream::iter(batches.into_iter().map(Ok)).boxed(),
                     Err(e) => stream::once(async move { Err(e) }).boxed(),
@@ -69,15 +78,18 @@ impl TableRead {
         )
     }
 
-    /// The work of [`Self::top_n_stream`]: each file's best rows on a blocking thread of its
-    /// own (two at a time, so a partition with more files than another still keeps a core busy
-    /// for each), merged; then the winners' rows, file by file.
+    /// The work of [`Self::top_n_stream`]: the pages of the first key that can hold a winner
+    /// ([`top_pages`], by the page indexes of local Parquet files); then each file's best rows
+    /// from those pages on a blocking thread of its own (two at a time, so a partition with more
+    /// files than another still keeps a core busy for each), merged; then the winners' rows,
+    /// file by file.
     async fn top_n_rows(
         self,
         plan: Plan,
         key_schema: SchemaRef,
         keys: Vec<TopKey>,
         n: usize,
+        skipped: Arc<AtomicUsize>,
     ) -> Result<Vec<RecordBatch>> {
         let mut files: Vec<FileRef> = Vec::new();
         for split in &plan.splits {
@@ -92,20 +104,89 @@ impl TableRead {
             return Ok(Vec::new());
         }
         let files = Arc::new(files);
+        let (io, first) = (self.table.io().clone(), keys[0].clone());
+        let target = key_schema.field(0).data_type().clone();
+        let opened = {
+            let files = Arc::clone(&files);
+            tokio::task::spawn_blocking(move || {
+                files
+                    .iter()
+                    .map(|f| open_pages(&io, f, &first, &target))
+                    .collect::<Result<Vec<_>>>()
+            })
+        };
+        let opened = joined(opened.await)?;
+        let bounds: Vec<_> = opened
+            .iter()
+            .map(|o| o.as_ref().and_then(|o| o.bounds.clone()))
+            .collect();
+        let chosen = top_pages::choose(
+            &bounds,
+            n,
+            keys[0].options.descending,
+            keys[0].options.nulls_first,
+        );
+        skipped.fetch_add(
+            chosen
+                .iter()
+                .flatten()
+                .map(|c| c.iter().filter(|k| !**k).count())
+                .sum(),
+            Ordering::Relaxed,
+        );
         let handle = tokio::runtime::Handle::current();
-        let mut per_file = stream::iter(0..files.len())
-            .map(|i| {
+        let mut per_file = stream::iter(opened.into_iter().zip(chosen).enumerate())
+            .map(|(i, (opened, chosen))| {
                 let (io, files, handle) =
                     (self.table.io().clone(), Arc::clone(&files), handle.clone());
                 let (key_schema, keys) = (Arc::clone(&key_schema), keys.clone());
                 tokio::task::spawn_blocking(move || {
                     let mut best = Best::new(&key_schema, &keys, n);
-                    let mut row = 0u64;
-                    for batch in data_file::load_lazily(&handle, &io, &files[i], &key_schema, None)?
-                    {
+                    let file = &files[i];
+                    let Some(opened) = opened else {
+                        let mut row = 0u64;
+                        for batch in data_file::load_lazily(&handle, &io, file, &key_schema, None)?
+                        {
+                            let batch = batch?;
+                            let len = batch.num_rows() as u64;
+                            best.offer(
+                                &batch,
+                                i as u32,
+                                UInt64Array::from_iter_values(row..row + len),
+                            )?;
+                            row += len;
+                        }
+                        return Ok(best.rows);
+                    };
+                    let groups = opened.groups.clone();
+                    let (builder, positions) = opened.builder(chosen.as_deref());
+                    let mut row = 0usize;
+                    for batch in data_file::decode_built(
+                        &file.path,
+                        builder,
+                        BATCH_ROWS,
+                        &key_schema,
+                        Some(&groups),
+                        file.columns.as_ref(),
+                    )? {
                         let batch = batch?;
-                        let len = batch.num_rows() as u64;
-                        best.offer(&batch, i as u32, row)?;
+                        let len = batch.num_rows();
+                        let at = match &positions {
+                            Some(p) => UInt64Array::from(
+                                p.get(row..row + len).unwrap_or_default().to_vec(),
+                            ),
+                            None => UInt64Array::from_iter_values(row as u64..(row + len) as u64),
+                        };
+                        if at.len() != len {
+                            return crate::error::InternalSnafu {
+                                message: format!(
+                                    "{}: top-N read: more rows than selected",
+                                    file.path
+                                ),
+                            }
+                            .fail();
+                        }
+                        best.offer(&batch, i as u32, at)?;
                         row += len;
                     }
                     Ok(best.rows)
@@ -135,6 +216,91 @@ impl TableRead {
         });
         joined(winners.await)
     }
+}
+
+/// Rows per batch of the key columns' read.
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// A local Parquet file of a top-N read, opened with its page index.
+struct Opened {
+    file: std::fs::File,
+    meta: ArrowReaderMetadata,
+    /// The row groups of the file's part (all of them for a whole file).
+    groups: Vec<usize>,
+    /// The first key's pages in those groups; none when unknown.
+    bounds: Option<Vec<top_pages::PageBound>>,
+}
+
+impl Opened {
+    /// A reader of the part's rows in the pages `chosen` keeps (all: none), and where each row
+    /// it yields sits in the part (none: in order from 0).
+    fn builder(
+        self,
+        chosen: Option<&[bool]>,
+    ) -> (
+        ParquetRecordBatchReaderBuilder<std::fs::File>,
+        Option<Vec<u64>>,
+    ) {
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(self.file, self.meta)
+            .with_row_groups(self.groups);
+        let (Some(chosen), Some(pages)) = (chosen, &self.bounds) else {
+            return (builder, None);
+        };
+        let mut selectors = Vec::with_capacity(pages.len());
+        let mut positions = Vec::new();
+        let mut first = 0u64;
+        for (page, keep) in pages.iter().zip(chosen) {
+            if *keep {
+                selectors.push(RowSelector::select(page.rows));
+                positions.extend(first..first + page.rows as u64);
+            } else {
+                selectors.push(RowSelector::skip(page.rows));
+            }
+            first += page.rows as u64;
+        }
+        (
+            builder.with_row_selection(RowSelection::from(selectors)),
+            Some(positions),
+        )
+    }
+}
+
+/// `file` opened with its page index and the first key's page bounds, when it is a local
+/// Parquet file; none otherwise (it is then read whole, as any file).
+fn open_pages(
+    io: &crate::io::FileIo,
+    file: &FileRef,
+    first: &TopKey,
+    target: &DataType,
+) -> Result<Option<Opened>> {
+    let Some(local) = data_file::local_file(io, &file.path) else {
+        return Ok(None);
+    };
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let meta = ArrowReaderMetadata::load(&local, options).context(ParquetSnafu {
+        path: file.path.as_str(),
+    })?;
+    let md = meta.metadata();
+    let groups = match &file.part {
+        Some(part) => data_file::part_groups(md, part),
+        None => (0..md.num_row_groups()).collect(),
+    };
+    let bounds = data_file::name_in_file(file.columns.as_ref(), &first.column).and_then(|name| {
+        top_pages::page_bounds(
+            md,
+            meta.schema(),
+            &groups,
+            &name,
+            target,
+            first.options.descending,
+        )
+    });
+    Ok(Some(Opened {
+        file: local,
+        meta,
+        groups,
+        bounds,
+    }))
 }
 
 /// The outcome of a blocking task (a task that panicked is an internal error).
@@ -172,18 +338,16 @@ impl Best {
         }
     }
 
-    /// Takes the rows of `batch` (key columns; row `first_row` of file `file` onwards) that
-    /// belong among the best.
-    fn offer(&mut self, batch: &RecordBatch, file: u32, first_row: u64) -> Result<()> {
+    /// Takes the rows of `batch` (key columns; rows `rows` of file `file`) that belong among the
+    /// best.
+    fn offer(&mut self, batch: &RecordBatch, file: u32, rows: UInt64Array) -> Result<()> {
         let len = batch.num_rows();
         if len == 0 {
             return Ok(());
         }
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
         columns.push(Arc::new(UInt32Array::from(vec![file; len])));
-        columns.push(Arc::new(UInt64Array::from_iter_values(
-            first_row..first_row + len as u64,
-        )));
+        columns.push(Arc::new(rows));
         let offered =
             RecordBatch::try_new(Arc::clone(&self.schema), columns).with_context(|_| {
                 ArrowSnafu {
@@ -317,9 +481,12 @@ mod tests {
         let (_, b) = keys_of(vec![Some(7.0), Some(8.0)]);
         let (_, c) = keys_of(vec![Some(2.0), Some(10.0)]);
         let mut best = Best::new(&schema, &keys, 3);
-        best.offer(&a, 0, 0).unwrap();
-        best.offer(&b, 0, 4).unwrap();
-        best.offer(&c, 1, 0).unwrap();
+        best.offer(&a, 0, UInt64Array::from_iter_values(0..4))
+            .unwrap();
+        best.offer(&b, 0, UInt64Array::from_iter_values(4..6))
+            .unwrap();
+        best.offer(&c, 1, UInt64Array::from_iter_values(0..2))
+            .unwrap();
         let kept = best.rows.as_ref().unwrap();
         let v: Vec<f64> = kept
             .column(0)
@@ -342,7 +509,8 @@ mod tests {
             }],
             2,
         );
-        best.offer(&a, 0, 0).unwrap();
+        best.offer(&a, 0, UInt64Array::from_iter_values(0..4))
+            .unwrap();
         assert_eq!(best.by_file()[&0], vec![1, 2]);
     }
 }
