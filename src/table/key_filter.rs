@@ -25,6 +25,20 @@ pub(crate) fn partition_point(
     lo - rows.start
 }
 
+/// [`partition_point`] searched outwards from the range's start (galloping): `O(log k)` for an
+/// answer `k` rows in, so a walk of sorted keys over sorted rows costs what the gaps between
+/// them do and touches memory near where the last search ended.
+pub(crate) fn gallop(rows: std::ops::Range<usize>, before: impl Fn(usize) -> bool) -> usize {
+    let len = rows.end.saturating_sub(rows.start);
+    let mut bound = 1usize;
+    while bound <= len && before(rows.start + bound - 1) {
+        bound *= 2;
+    }
+    // The first bound / 2 rows hold; the answer lies in bound / 2 ..= min(bound, len).
+    let lo = rows.start + bound / 2;
+    bound / 2 + partition_point(lo..rows.start + bound.min(len), before)
+}
+
 /// One page of a file by its key column: its rows (counted from the file's first row) and its
 /// key bounds (`None`: no usable bounds, the page may hold any key).
 #[derive(Debug)]
@@ -342,5 +356,10 @@ mod tests {
         assert_eq!(partition_point(2..6, |i| i < 4), 2);
         assert_eq!(partition_point(2..6, |_| true), 4);
         assert_eq!(partition_point(2..6, |_| false), 0);
+        for len in 0..40usize {
+            for k in 0..=len {
+                assert_eq!(gallop(3..3 + len, |i| i < 3 + k), k, "len {len}, k {k}");
+            }
+        }
     }
 }

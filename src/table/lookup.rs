@@ -32,7 +32,7 @@ use snafu::ResultExt;
 
 use super::data_file::RunFile;
 use super::evolution::FileRef;
-use super::key_filter::partition_point;
+use super::key_filter::gallop;
 use crate::error::{ArrowSnafu, Result};
 use crate::lsm::merge::stream::RunStream;
 
@@ -229,11 +229,42 @@ pub(crate) fn distinct_keys(batches: &[RecordBatch], key_count: usize) -> Result
 }
 
 /// The rows of `file` (sorted by its first `keys.len()` columns, each key once) whose key is one of
-/// `keys` (sorted, distinct), in order: a binary search per key from where the last one ended.
+/// `keys` (sorted, distinct), in order: a galloping search per key from where the last one ended
+/// ([`matching_by`]), on the values themselves for one integer or string key column.
 pub(crate) fn matching_rows(file: &RecordBatch, keys: &[ArrayRef]) -> Result<Vec<u32>> {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{DataType, Int32Type, Int64Type};
     let (n, wanted) = (file.num_rows(), keys.first().map_or(0, |k| k.len()));
     if n == 0 || wanted == 0 {
         return Ok(vec![]);
+    }
+    if let [key] = keys {
+        let col = file.column(0);
+        if col.null_count() == 0 && key.null_count() == 0 && col.data_type() == key.data_type() {
+            match col.data_type() {
+                DataType::Int64 => {
+                    let (rows, keys) = (
+                        col.as_primitive::<Int64Type>().values(),
+                        key.as_primitive::<Int64Type>().values(),
+                    );
+                    return Ok(matching_by(n, wanted, |r, k| rows[r].cmp(&keys[k])));
+                }
+                DataType::Int32 => {
+                    let (rows, keys) = (
+                        col.as_primitive::<Int32Type>().values(),
+                        key.as_primitive::<Int32Type>().values(),
+                    );
+                    return Ok(matching_by(n, wanted, |r, k| rows[r].cmp(&keys[k])));
+                }
+                DataType::Utf8 => {
+                    let (rows, keys) = (col.as_string::<i32>(), key.as_string::<i32>());
+                    return Ok(matching_by(n, wanted, |r, k| {
+                        rows.value(r).cmp(keys.value(k))
+                    }));
+                }
+                _ => {}
+            }
+        }
     }
     let comparators = keys
         .iter()
@@ -249,17 +280,26 @@ pub(crate) fn matching_rows(file: &RecordBatch, keys: &[ArrayRef]) -> Result<Vec
         .context(ArrowSnafu {
             context: "comparing keys to look up",
         })?;
-    let order = |row: usize, key: usize| {
+    Ok(matching_by(n, wanted, |row, key| {
         comparators
             .iter()
             .map(|c| c(row, key))
             .find(|o| o.is_ne())
             .unwrap_or(std::cmp::Ordering::Equal)
-    };
+    }))
+}
+
+/// The rows (of `n`, sorted) equal by `order(row, key)` to one of `wanted` keys (sorted,
+/// distinct), in order. Pure.
+fn matching_by(
+    n: usize,
+    wanted: usize,
+    order: impl Fn(usize, usize) -> std::cmp::Ordering,
+) -> Vec<u32> {
     let mut found = Vec::new();
     let mut from = 0usize;
     for key in 0..wanted {
-        let lo = from + partition_point(from..n, |row| order(row, key).is_lt());
+        let lo = from + gallop(from..n, |row| order(row, key).is_lt());
         if lo == n {
             break;
         }
@@ -270,7 +310,7 @@ pub(crate) fn matching_rows(file: &RecordBatch, keys: &[ArrayRef]) -> Result<Vec
             from = lo;
         }
     }
-    Ok(found)
+    found
 }
 
 /// Lookup files of one compaction: what they were decoded into and from which storage.
@@ -521,14 +561,52 @@ mod tests {
         let wanted_names: Vec<&str> = wanted.iter().map(|_| "v").collect();
         let keys = distinct_keys(&[batch(&wanted, &wanted_names)], 2).unwrap();
         let got = matching_rows(&file, &keys).unwrap();
-        let set: std::collections::BTreeSet<i32> = wanted.into_iter().collect();
-        let expected: Vec<u32> = file_keys
-            .iter()
-            .enumerate()
+        assert_eq!(got, positions_of(&file_keys, &wanted));
+    }
+
+    /// Where the keys of `wanted` are in `file_keys`, by a set.
+    fn positions_of<T: Ord + Copy>(file_keys: &[T], wanted: &[T]) -> Vec<u32> {
+        let set: std::collections::BTreeSet<T> = wanted.iter().copied().collect();
+        (0u32..)
+            .zip(file_keys)
             .filter(|(_, k)| set.contains(k))
-            .map(|(i, _)| i as u32)
-            .collect();
-        assert_eq!(got, expected);
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    #[test]
+    fn one_key_column_is_matched_on_its_values() {
+        use arrow::array::{Int64Array, StringArray};
+        let file_keys: Vec<i64> = (0..5000).map(|i| i * 3).collect();
+        let wanted: Vec<i64> = (0..4000).map(|i| (i * 7919) % 16000).collect();
+        let expected = positions_of(&file_keys, &wanted);
+        let one = |col: ArrayRef| {
+            let schema = Arc::new(Schema::new(vec![Field::new(
+                "k",
+                col.data_type().clone(),
+                false,
+            )]));
+            RecordBatch::try_new(schema, vec![col]).unwrap()
+        };
+        // BIGINT, INT and (zero-padded, so sorted alike) STRING keys.
+        let as_strings = |v: &[i64]| -> ArrayRef {
+            Arc::new(StringArray::from_iter_values(
+                v.iter().map(|k| format!("{k:08}")),
+            ))
+        };
+        let as_ints = |v: &[i64]| -> ArrayRef {
+            Arc::new(Int32Array::from_iter_values(v.iter().map(|k| *k as i32)))
+        };
+        let as_longs = |v: &[i64]| -> ArrayRef { Arc::new(Int64Array::from(v.to_vec())) };
+        for make in [
+            &as_longs as &dyn Fn(&[i64]) -> ArrayRef,
+            &as_ints,
+            &as_strings,
+        ] {
+            let file = one(make(&file_keys));
+            let keys = distinct_keys(&[one(make(&wanted))], 1).unwrap();
+            assert_eq!(matching_rows(&file, &keys).unwrap(), expected);
+        }
     }
 
     #[test]
