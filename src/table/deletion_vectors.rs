@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 use arrow::array::{AsArray, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::Int64Type;
-use arrow::row::RowConverter;
+use arrow::row::{RowConverter, Rows};
 use roaring::RoaringBitmap;
 use snafu::ResultExt;
 
@@ -177,10 +177,11 @@ impl OldCopies {
     ) -> Result<Vec<(usize, RecordBatch)>> {
         let encode =
             |b: &RecordBatch| crate::lsm::merge::encode_keys(&self.keys, b, self.key_count);
-        let mut rewritten: HashSet<Vec<u8>> = HashSet::new();
-        for (_, b) in chunk.iter().filter(|(run, _)| *run < self.input_runs) {
-            rewritten.extend(encode(b)?.iter().map(|r| r.as_ref().to_vec()));
-        }
+        let rewritten = chunk
+            .iter()
+            .filter(|(run, _)| *run < self.input_runs)
+            .map(|(_, b)| encode(b))
+            .collect::<Result<Vec<_>>>()?;
         let mut out = Vec::with_capacity(chunk.len());
         for (run, b) in chunk {
             if *run < self.input_runs {
@@ -188,10 +189,7 @@ impl OldCopies {
                 continue;
             }
             let keys = encode(b)?;
-            let keep: BooleanArray = keys
-                .iter()
-                .map(|r| Some(rewritten.contains(r.as_ref())))
-                .collect();
+            let keep = BooleanArray::from(found_in(&keys, &rewritten));
             let last = b.num_columns() - 1;
             let positions = b.column(last).as_primitive::<Int64Type>();
             for (i, k) in keep.iter().enumerate() {
@@ -225,6 +223,38 @@ impl OldCopies {
         }
         Ok(out)
     }
+}
+
+/// Which of `keys` are among the keys of `sets`. A chunk's slices are each sorted with every key
+/// once, so each set is walked beside the keys; a slice out of order is looked up by hash. Pure.
+fn found_in(keys: &Rows, sets: &[Rows]) -> Vec<bool> {
+    let sorted = |rows: &Rows| (1..rows.num_rows()).all(|i| rows.row(i - 1) < rows.row(i));
+    let mut found = vec![false; keys.num_rows()];
+    if !sorted(keys) || !sets.iter().all(sorted) {
+        let all: HashSet<&[u8]> = sets
+            .iter()
+            .flat_map(|s| s.iter().map(|r| r.data()))
+            .collect();
+        for (f, k) in found.iter_mut().zip(keys.iter()) {
+            *f = all.contains(k.data());
+        }
+        return found;
+    }
+    for set in sets {
+        let (mut i, mut j) = (0, 0);
+        while i < keys.num_rows() && j < set.num_rows() {
+            match keys.row(i).cmp(&set.row(j)) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    found[i] = true;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+    }
+    found
 }
 
 impl crate::table::Table {
@@ -295,6 +325,31 @@ mod tests {
 
     fn bits(p: &[u32]) -> RoaringBitmap {
         p.iter().copied().collect()
+    }
+
+    #[test]
+    fn keys_are_found_in_sorted_sets_by_walking_and_in_others_by_hash() {
+        use arrow::array::{ArrayRef, Int64Array};
+        let conv = RowConverter::new(vec![arrow::row::SortField::new(
+            arrow::datatypes::DataType::Int64,
+        )])
+        .unwrap();
+        let rows = |v: &[i64]| {
+            let col: ArrayRef = std::sync::Arc::new(Int64Array::from(v.to_vec()));
+            conv.convert_columns(&[col]).unwrap()
+        };
+        let keys = rows(&[-5, 1, 2, 7, 9, 20]);
+        let sets = [rows(&[-5, 3, 7]), rows(&[0, 2, 7, 21])];
+        let want = vec![true, false, true, true, false, false];
+        assert_eq!(found_in(&keys, &sets), want);
+        // Out of order (keys or a set): the same answer.
+        assert_eq!(found_in(&keys, &[rows(&[7, -5, 3]), rows(&[2])]), want);
+        let shuffled = rows(&[9, 1, -5, 20, 7, 2]);
+        assert_eq!(
+            found_in(&shuffled, &sets),
+            vec![false, false, true, false, true, true]
+        );
+        assert_eq!(found_in(&keys, &[]), vec![false; 6]);
     }
 
     #[test]
