@@ -108,6 +108,17 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// `status` with `context` after its message (same code and metadata), as one bounded line: what a
+/// handler adds to an error it passes on, such as the stream it ended.
+pub fn with_context(status: &Status, context: &str) -> Status {
+    let mut out = Status::new(
+        status.code(),
+        bounded_message(&format!("{}; {context}", status.message())),
+    );
+    *out.metadata_mut() = status.metadata().clone();
+    out
+}
+
 /// The status of a failure of `kind` that a handler detects itself (through [`to_status`], so
 /// the code comes from [`code`] and an internal error is logged with the caller's location).
 #[track_caller]
@@ -124,6 +135,19 @@ pub fn invalid(message: impl Into<String>) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_is_appended_keeping_the_code_and_metadata() {
+        let mut s = Status::new(Code::Aborted, "conflict\nin bucket 3");
+        s.metadata_mut().insert("x-retry", "1".parse().unwrap());
+        let out = with_context(&s, "streaming write into db.t");
+        assert_eq!(out.code(), Code::Aborted);
+        assert_eq!(
+            out.message(),
+            "conflict in bucket 3; streaming write into db.t"
+        );
+        assert_eq!(out.metadata().get("x-retry").unwrap(), "1");
+    }
 
     #[test]
     fn every_kind_comes_back_from_its_code() {

@@ -263,14 +263,12 @@ impl Stream {
     /// ends a stream carries them.
     fn ending(&self, s: Status) -> Status {
         let durable = self.last_durable.unwrap_or(-1);
-        Status::new(
-            s.code(),
-            super::status::bounded_message(&format!(
-                "{}; streaming write into {} (commit user '{}'): last durable identifier {durable}",
-                s.message(),
-                self.id,
-                self.commit_user
-            )),
+        super::status::with_context(
+            &s,
+            &format!(
+                "streaming write into {} (commit user '{}'): last durable identifier {durable}",
+                self.id, self.commit_user
+            ),
         )
     }
 
