@@ -8,13 +8,9 @@ use std::sync::Arc;
 use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{Int64Type, Int8Type, SchemaRef};
-use arrow::row::{RowConverter, SortField};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::{ArrowWriter, ProjectionMask};
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
-use parquet::schema::types::ColumnPath;
+use parquet::arrow::ProjectionMask;
 use snafu::ResultExt;
 
 use super::evolution::{FileColumns, FileRef};
@@ -22,6 +18,9 @@ pub(crate) use super::key_filter::RowGroupFilter;
 use crate::error::{ArrowSnafu, ParquetSnafu, Result};
 use crate::schema::layout::{datum_at, TableLayout};
 use crate::spec::binary_row::{self, Datum};
+pub(crate) use parquet_writer::{encode_parquet, EXACT_BOUNDS_KEY, ROW_GROUP_ROWS};
+
+mod parquet_writer;
 use crate::spec::manifest::{DataFileMeta, FileSource, SimpleStats};
 
 /// Encodes `batch` (in the table's file layout, sorted by key for PK tables) as a Parquet file.
@@ -124,195 +123,8 @@ pub fn encode(
     Ok((Bytes::from(buf), meta))
 }
 
-/// `batch` as the bytes of a Parquet file (zstd, row groups of [`ROW_GROUP_ROWS`], pages of at most
-/// [`PAGE_ROWS`], page statistics, and the exact-bounds marker [`EXACT_BOUNDS_KEY`]).
-pub(crate) fn encode_parquet(batch: &RecordBatch, file_name: &str) -> Result<Vec<u8>> {
-    let mut props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(1).context(ParquetSnafu { path: file_name })?,
-        ))
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_data_page_row_count_limit(PAGE_ROWS);
-    for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
-        if !dictionary_worthwhile(col) {
-            let path = ColumnPath::from(field.name().as_str());
-            props = props.set_column_dictionary_enabled(path.clone(), false);
-            if !compression_worthwhile(col) {
-                props = props.set_column_compression(path, Compression::UNCOMPRESSED);
-            }
-        }
-    }
-    let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 3);
-    write_parallel(&mut buf, batch, props.build()).context(ParquetSnafu { path: file_name })?;
-    Ok(buf)
-}
-
 /// The suffix of Avro data files (Paimon's postpone buckets); every other data file is Parquet.
 pub(crate) const AVRO_SUFFIX: &str = ".avro";
-
-/// Rows per Parquet row group.
-pub(crate) const ROW_GROUP_ROWS: usize = 256 * 1024;
-
-/// Rows per Parquet data page (at most; pages also end at 1 MiB): a point query, which reads only
-/// the pages its key can be in (the page index), decompresses ~16k rows per column and file, not
-/// a whole megabyte page.
-const PAGE_ROWS: usize = 16 * 1024;
-
-/// Encodes `batch` as Parquet with the columns of each row group encoded on two threads (the
-/// encoding, compression and dictionary work dominate ingest; a file is still one writer's output).
-fn write_parallel(
-    buf: &mut Vec<u8>,
-    batch: &RecordBatch,
-    props: WriterProperties,
-) -> parquet::errors::Result<()> {
-    use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk};
-    let schema = batch.schema();
-    let writer = ArrowWriter::try_new(buf, Arc::clone(&schema), Some(props))?;
-    let (mut file, factory) = writer.into_serialized_writer()?;
-    let mut start = 0;
-    let mut index = 0;
-    while start < batch.num_rows() {
-        let slice = batch.slice(start, ROW_GROUP_ROWS.min(batch.num_rows() - start));
-        start += slice.num_rows();
-        let writers = factory.create_column_writers(index)?;
-        index += 1;
-        let mut leaves = Vec::with_capacity(writers.len());
-        for (field, column) in schema.fields().iter().zip(slice.columns()) {
-            leaves.extend(compute_leaves(field, column)?);
-        }
-        let jobs = std::sync::Mutex::new(
-            writers
-                .into_iter()
-                .zip(leaves)
-                .enumerate()
-                .collect::<Vec<_>>(),
-        );
-        let done: std::sync::Mutex<Vec<(usize, ArrowColumnChunk)>> =
-            std::sync::Mutex::new(Vec::new());
-        let work = || -> parquet::errors::Result<()> {
-            loop {
-                let job = jobs
-                    .lock()
-                    .map_err(|_| parquet::errors::ParquetError::General("poisoned".into()))?
-                    .pop();
-                let Some((i, (mut writer, leaf))) = job else {
-                    return Ok(());
-                };
-                writer.write(&leaf)?;
-                let chunk = writer.close()?;
-                done.lock()
-                    .map_err(|_| parquet::errors::ParquetError::General("poisoned".into()))?
-                    .push((i, chunk));
-            }
-        };
-        std::thread::scope(|scope| -> parquet::errors::Result<()> {
-            let helper = scope.spawn(work);
-            work()?;
-            helper.join().map_err(|_| {
-                parquet::errors::ParquetError::General("encoder thread panicked".into())
-            })?
-        })?;
-        let mut chunks = done
-            .into_inner()
-            .map_err(|_| parquet::errors::ParquetError::General("poisoned".into()))?;
-        chunks.sort_by_key(|(i, _)| *i);
-        let mut row_group = file.next_row_group()?;
-        for (_, chunk) in chunks {
-            chunk.append_to_row_group(&mut row_group)?;
-        }
-        row_group.close()?;
-    }
-    let exact = exact_bound_columns(batch);
-    if !exact.is_empty() {
-        let names = serde_json::to_string(&exact)
-            .map_err(|e| parquet::errors::ParquetError::General(e.to_string()))?;
-        file.append_key_value_metadata(parquet::file::metadata::KeyValue::new(
-            EXACT_BOUNDS_KEY.to_string(),
-            names,
-        ));
-    }
-    file.close()?;
-    Ok(())
-}
-
-/// Key of the footer metadata naming the columns whose page statistics are values their pages
-/// hold (a page's min and max are rows of it) and whose floats hold no NaN, which Parquet leaves
-/// out of statistics. Readers of other writers' files cannot assume either; a top-N read uses
-/// such bounds to skip pages ([`super::read`]). Other Parquet readers ignore it.
-pub(crate) const EXACT_BOUNDS_KEY: &str = "tidelake.exact-bounds";
-
-/// The top-level columns of `batch` whose Parquet statistics are exact, attained bounds: integers,
-/// dates, times, timestamps and decimals always, floats when no value (null slots included) is
-/// NaN. Pure.
-pub(crate) fn exact_bound_columns(batch: &RecordBatch) -> Vec<&str> {
-    use arrow::datatypes::{DataType as A, Float32Type, Float64Type};
-    batch
-        .schema_ref()
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .filter(|(f, col)| match f.data_type() {
-            A::Int8 | A::Int16 | A::Int32 | A::Int64 => true,
-            A::Date32 | A::Time32(_) | A::Time64(_) | A::Timestamp(_, _) => true,
-            A::Decimal128(_, _) => true,
-            A::Float32 => !col
-                .as_primitive::<Float32Type>()
-                .values()
-                .iter()
-                .any(|v| v.is_nan()),
-            A::Float64 => !col
-                .as_primitive::<Float64Type>()
-                .values()
-                .iter()
-                .any(|v| v.is_nan()),
-            _ => false,
-        })
-        .map(|(f, _)| f.name().as_str())
-        .collect()
-}
-
-/// Whether dictionary encoding can pay off for a column: decided on a sample, since interning
-/// mostly-unique values (ids, free text) costs more than it saves and Parquet only falls back after
-/// the dictionary page is full.
-fn dictionary_worthwhile(col: &ArrayRef) -> bool {
-    const SAMPLE: usize = 2048;
-    if col.len() < 64 {
-        return true;
-    }
-    let sample = col.slice(0, col.len().min(SAMPLE));
-    let Ok(conv) = RowConverter::new(vec![SortField::new(sample.data_type().clone())]) else {
-        return true;
-    };
-    let Ok(rows) = conv.convert_columns(&[sample]) else {
-        return true;
-    };
-    let distinct: std::collections::HashSet<_> = rows.iter().collect();
-    distinct.len() * 2 <= rows.num_rows()
-}
-
-/// Whether zstd can pay off for a column written without a dictionary: decided on a sample of a
-/// fixed-width column's values, since values that barely compress (random doubles save about 6%)
-/// cost more than twice the time to write and to read compressed. Columns of other types, and
-/// short ones, are compressed.
-fn compression_worthwhile(col: &ArrayRef) -> bool {
-    const SAMPLE: usize = 8 * 1024;
-    let Some(width) = col.data_type().primitive_width() else {
-        return true;
-    };
-    if col.len() < 1024 {
-        return true;
-    }
-    let data = col.to_data();
-    let Some(values) = data.buffers().first() else {
-        return true;
-    };
-    let start = data.offset() * width;
-    let end = start + col.len().min(SAMPLE) * width;
-    let Some(sample) = values.as_slice().get(start..end) else {
-        return true;
-    };
-    zstd::bulk::compress(sample, 1).map_or(true, |c| c.len() * 10 < sample.len() * 9)
-}
 
 /// Min and max of a column, as Datums (Null when every value is null).
 fn column_min_max(array: &ArrayRef, ty: &crate::spec::DataType) -> Result<(Datum, Datum)> {
@@ -860,79 +672,4 @@ pub(crate) fn key_ordered_runs(
             files
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow::array::{Float64Array, Int64Array, StringArray};
-
-    /// Doubles in [0, 1) from a fixed xorshift sequence: they barely compress.
-    fn noise(n: usize) -> Vec<f64> {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 11) as f64 / (1u64 << 53) as f64
-            })
-            .collect()
-    }
-
-    #[test]
-    fn only_columns_that_compress_are_compressed() {
-        let random: ArrayRef = Arc::new(Float64Array::from(noise(20_000)));
-        assert!(!compression_worthwhile(&random));
-        // A slice is sampled from its own first value.
-        assert!(!compression_worthwhile(&random.slice(5_000, 10_000)));
-        let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..20_000));
-        assert!(compression_worthwhile(&ids));
-        let strings: ArrayRef = Arc::new(StringArray::from_iter_values(
-            noise(20_000).iter().map(|v| v.to_string()),
-        ));
-        assert!(compression_worthwhile(&strings));
-        assert!(compression_worthwhile(&random.slice(0, 100)));
-    }
-
-    #[test]
-    fn written_files_say_which_columns_have_exact_bounds_and_read_back() {
-        let mut values = noise(3_000);
-        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
-            arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
-            arrow::datatypes::Field::new("v", arrow::datatypes::DataType::Float64, true),
-            arrow::datatypes::Field::new("s", arrow::datatypes::DataType::Utf8, true),
-        ]));
-        let batch = |values: &[f64]| {
-            RecordBatch::try_new(
-                Arc::clone(&schema),
-                vec![
-                    Arc::new(Int64Array::from_iter_values(0..values.len() as i64)),
-                    Arc::new(Float64Array::from(values.to_vec())),
-                    Arc::new(StringArray::from_iter_values(
-                        values.iter().map(|v| v.to_string()),
-                    )),
-                ],
-            )
-            .unwrap()
-        };
-        let clean = batch(&values);
-        assert_eq!(exact_bound_columns(&clean), vec!["id", "v"]);
-        let bytes = Bytes::from(encode_parquet(&clean, "t.parquet").unwrap());
-        // The noise is stored uncompressed, the rest with zstd.
-        let md = parquet::file::metadata::ParquetMetaDataReader::new()
-            .parse_and_finish(&bytes)
-            .unwrap();
-        let codecs: Vec<Compression> = md
-            .row_group(0)
-            .columns()
-            .iter()
-            .map(|c| c.compression())
-            .collect();
-        let zstd = Compression::ZSTD(ZstdLevel::try_new(1).unwrap());
-        assert_eq!(codecs, vec![zstd, Compression::UNCOMPRESSED, zstd]);
-        assert_eq!(decode("t.parquet", bytes, &schema).unwrap(), vec![clean]);
-        values[1_234] = f64::NAN;
-        assert_eq!(exact_bound_columns(&batch(&values)), vec!["id"]);
-    }
 }

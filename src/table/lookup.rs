@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, UInt32Array};
 use arrow::buffer::Buffer;
 use arrow::compute::SortOptions;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{ArrowPrimitiveType, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::row::{RowConverter, SortField};
 use sha2::Digest;
@@ -238,24 +238,22 @@ pub(crate) fn matching_rows(file: &RecordBatch, keys: &[ArrayRef]) -> Result<Vec
     if n == 0 || wanted == 0 {
         return Ok(vec![]);
     }
+    fn values<T: ArrowPrimitiveType>(rows: &ArrayRef, keys: &ArrayRef) -> Vec<u32>
+    where
+        T::Native: Ord,
+    {
+        let (rows, keys) = (
+            rows.as_primitive::<T>().values(),
+            keys.as_primitive::<T>().values(),
+        );
+        matching_by(rows.len(), keys.len(), |r, k| rows[r].cmp(&keys[k]))
+    }
     if let [key] = keys {
         let col = file.column(0);
         if col.null_count() == 0 && key.null_count() == 0 && col.data_type() == key.data_type() {
             match col.data_type() {
-                DataType::Int64 => {
-                    let (rows, keys) = (
-                        col.as_primitive::<Int64Type>().values(),
-                        key.as_primitive::<Int64Type>().values(),
-                    );
-                    return Ok(matching_by(n, wanted, |r, k| rows[r].cmp(&keys[k])));
-                }
-                DataType::Int32 => {
-                    let (rows, keys) = (
-                        col.as_primitive::<Int32Type>().values(),
-                        key.as_primitive::<Int32Type>().values(),
-                    );
-                    return Ok(matching_by(n, wanted, |r, k| rows[r].cmp(&keys[k])));
-                }
+                DataType::Int64 => return Ok(values::<Int64Type>(col, key)),
+                DataType::Int32 => return Ok(values::<Int32Type>(col, key)),
                 DataType::Utf8 => {
                     let (rows, keys) = (col.as_string::<i32>(), key.as_string::<i32>());
                     return Ok(matching_by(n, wanted, |r, k| {

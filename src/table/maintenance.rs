@@ -105,13 +105,15 @@ impl ExpireSnapshots {
     /// The retention this request asks for, over the table's `base` (pure).
     pub fn retention(&self, base: Retention) -> Result<Retention> {
         self.check()?;
-        let mut r = base;
-        r.max_retained = self.retain_max.unwrap_or(r.max_retained);
-        r.min_retained = self.retain_min.unwrap_or(r.min_retained);
-        r.expire_limit = self.max_deletes.unwrap_or(r.expire_limit);
-        if let Some(v) = &self.older_than {
-            r.time_retained_millis = duration_millis("older_than", v)?;
-        }
+        let r = Retention {
+            max_retained: self.retain_max.unwrap_or(base.max_retained),
+            min_retained: self.retain_min.unwrap_or(base.min_retained),
+            expire_limit: self.max_deletes.unwrap_or(base.expire_limit),
+            time_retained_millis: match &self.older_than {
+                Some(v) => duration_millis("older_than", v)?,
+                None => base.time_retained_millis,
+            },
+        };
         max_not_below_min(r.max_retained, r.min_retained)?;
         Ok(r)
     }

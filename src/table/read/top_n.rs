@@ -143,32 +143,28 @@ impl TableRead {
                 tokio::task::spawn_blocking(move || {
                     let mut best = Best::new(&key_schema, &keys, n);
                     let file = &files[i];
-                    let Some(opened) = opened else {
-                        let mut row = 0u64;
-                        for batch in data_file::load_lazily(&handle, &io, file, &key_schema, None)?
-                        {
-                            let batch = batch?;
-                            let len = batch.num_rows() as u64;
-                            best.offer(
-                                &batch,
-                                i as u32,
-                                UInt64Array::from_iter_values(row..row + len),
+                    // The chosen pages of a local Parquet file; any other file whole.
+                    let (batches, positions): (data_file::Batches, _) = match opened {
+                        Some(opened) => {
+                            let groups = opened.groups.clone();
+                            let (builder, positions) = opened.builder(chosen.as_deref());
+                            let decoded = data_file::decode_built(
+                                &file.path,
+                                builder,
+                                BATCH_ROWS,
+                                &key_schema,
+                                Some(&groups),
+                                file.columns.as_ref(),
                             )?;
-                            row += len;
+                            (Box::new(decoded), positions)
                         }
-                        return Ok(best.rows);
+                        None => (
+                            data_file::load_lazily(&handle, &io, file, &key_schema, None)?,
+                            None,
+                        ),
                     };
-                    let groups = opened.groups.clone();
-                    let (builder, positions) = opened.builder(chosen.as_deref());
                     let mut row = 0usize;
-                    for batch in data_file::decode_built(
-                        &file.path,
-                        builder,
-                        BATCH_ROWS,
-                        &key_schema,
-                        Some(&groups),
-                        file.columns.as_ref(),
-                    )? {
+                    for batch in batches {
                         let batch = batch?;
                         let len = batch.num_rows();
                         let at = match &positions {
