@@ -47,6 +47,31 @@ pub fn sorted_runs(files: &[DataFileMeta]) -> Vec<LevelSortedRun> {
     runs
 }
 
+/// When the sorted runs' sequence-number ranges (each the span of its files' ranges) are pairwise
+/// disjoint, each run's largest sequence number, in the runs' order. Pure.
+///
+/// A key is in a run at most once, so a merge compares sequence numbers only across runs, and
+/// disjoint ranges order any two runs' records as the runs' largest numbers do: a read may give
+/// every row of a run that number instead of decoding the column. Touching or overlapping
+/// ranges (files from a writer that recorded no real range, say) give `None`.
+pub fn disjoint_run_sequences(runs: &[Vec<DataFileMeta>]) -> Option<Vec<i64>> {
+    let mut spans = Vec::with_capacity(runs.len());
+    for run in runs {
+        let lo = run.iter().map(|f| f.min_sequence_number).min()?;
+        let hi = run.iter().map(|f| f.max_sequence_number).max()?;
+        if lo > hi {
+            return None;
+        }
+        spans.push((lo, hi));
+    }
+    let mut sorted = spans.clone();
+    sorted.sort_unstable();
+    sorted
+        .windows(2)
+        .all(|w| w[0].1 < w[1].0)
+        .then(|| spans.iter().map(|&(_, hi)| hi).collect())
+}
+
 /// Whether two metas name the same file at the same level (a file moved to another level by a
 /// compaction is, for the tree, a different entry).
 pub fn same_file(a: &DataFileMeta, b: &DataFileMeta) -> bool {
@@ -137,6 +162,46 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    fn ranged(name: &str, lo: i64, hi: i64) -> DataFileMeta {
+        let mut f = file(name, 1, lo);
+        f.max_sequence_number = hi;
+        f
+    }
+
+    #[test]
+    fn disjoint_runs_are_ordered_by_their_largest_sequence_numbers() {
+        // Newest first; a run's files may overlap each other (their keys do not).
+        let runs = vec![
+            vec![ranged("l0", 20, 25)],
+            vec![ranged("a", 3, 12), ranged("b", 5, 19)],
+            vec![ranged("c", 0, 2)],
+        ];
+        assert_eq!(disjoint_run_sequences(&runs), Some(vec![25, 19, 2]));
+        // Any order of the runs.
+        let reversed: Vec<_> = runs.iter().rev().cloned().collect();
+        assert_eq!(disjoint_run_sequences(&reversed), Some(vec![2, 19, 25]));
+        // Touching ranges could tie: decode.
+        let touching = vec![vec![ranged("x", 5, 9)], vec![ranged("y", 9, 12)]];
+        assert_eq!(disjoint_run_sequences(&touching), None);
+        // Overlapping through a second file of a run.
+        let overlapping = vec![
+            vec![ranged("x", 10, 12)],
+            vec![ranged("y", 0, 3), ranged("z", 4, 11)],
+        ];
+        assert_eq!(disjoint_run_sequences(&overlapping), None);
+        // Writers that record no range (all zero) overlap.
+        let zeros = vec![vec![ranged("x", 0, 0)], vec![ranged("y", 0, 0)]];
+        assert_eq!(disjoint_run_sequences(&zeros), None);
+        // An inverted range, and an empty run, say nothing.
+        assert_eq!(disjoint_run_sequences(&[vec![ranged("x", 5, 4)]]), None);
+        assert_eq!(disjoint_run_sequences(&[vec![]]), None);
+        // One run: its own largest number.
+        assert_eq!(
+            disjoint_run_sequences(&[vec![ranged("x", 1, 7)]]),
+            Some(vec![7])
+        );
     }
 
     #[test]

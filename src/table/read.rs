@@ -145,25 +145,36 @@ fn is_raw(split: &Split) -> bool {
         .all(|f| f.level > 0 && f.level == first_level && f.delete_row_count == Some(0))
 }
 
-/// The projected columns (`out_cols`) of merged rows, as `output_schema`.
-fn project_merged(
-    merged: &RecordBatch,
-    out_cols: &[usize],
-    output_schema: &SchemaRef,
-) -> Result<RecordBatch> {
-    let columns = merged
-        .project(out_cols)
-        .context(ArrowSnafu {
-            context: "projecting merged rows",
-        })?
-        .columns()
-        .to_vec();
+/// The first `n` columns of `merged` (the merge kept the projected columns first), as
+/// `output_schema`.
+fn merged_output(merged: &RecordBatch, n: usize, output_schema: &SchemaRef) -> Result<RecordBatch> {
+    let columns = merged.columns()[..n].to_vec();
     let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(merged.num_rows()));
     RecordBatch::try_new_with_options(Arc::clone(output_schema), columns, &opts).context(
         ArrowSnafu {
             context: "merged rows",
         },
     )
+}
+
+/// `batch` with the `_SEQUENCE_NUMBER` column `seq` (one number in every row; sliced to the
+/// batch's rows) inserted at `at`, as `schema`: the rows of a run whose sequence numbers were not
+/// decoded ([`crate::lsm::levels::disjoint_run_sequences`]).
+fn with_sequence(
+    schema: &SchemaRef,
+    batch: RecordBatch,
+    at: usize,
+    seq: &mut arrow::array::Int64Array,
+) -> Result<RecordBatch> {
+    let n = batch.num_rows();
+    if seq.len() < n {
+        *seq = arrow::array::Int64Array::from_value(seq.value(0), n);
+    }
+    let mut columns = batch.columns().to_vec();
+    columns.insert(at, Arc::new(seq.slice(0, n)));
+    RecordBatch::try_new(Arc::clone(schema), columns).context(ArrowSnafu {
+        context: "a run's sequence numbers",
+    })
 }
 
 /// `schema` with a leading non-null `rowkind` string column.
@@ -524,6 +535,32 @@ impl TableRead {
                     .or_else(|| layout.key_indices.iter().position(|c| c == p))
             })
             .collect();
+        // What the merge keeps: the projected columns, then the row kind for the audit log.
+        let merged_cols: Vec<usize> = out_cols
+            .iter()
+            .copied()
+            .chain(self.row_kind.then_some(k + 1))
+            .collect();
+        let n_out = out_cols.len();
+        // Runs whose sequence ranges are disjoint are ordered by those ranges alone: each run's
+        // rows take its largest number and the column is not decoded. Sequence fields compare
+        // before the number, so they keep it.
+        let run_sequences =
+            (pk && merged_vectors.is_none() && layout.sequence_field_indices.is_empty())
+                .then(|| {
+                    crate::lsm::levels::disjoint_run_sequences(&data_file::key_ordered_runs(
+                        &split.files,
+                        &layout.key_types,
+                    ))
+                })
+                .flatten();
+        let unsequenced: SchemaRef = {
+            let mut fields: Vec<_> = file_target.fields().iter().cloned().collect();
+            if pk {
+                fields.remove(k);
+            }
+            Arc::new(arrow::datatypes::Schema::new(fields))
+        };
         let io = self.table.io().clone();
         let handle = tokio::runtime::Handle::current();
         let cancelled = || {
@@ -589,20 +626,36 @@ impl TableRead {
                         run_files,
                     ));
                 }
-                return merge_streams(streams, spec, |merged| {
-                    let batch = project_merged(&merged, &out_cols, &output_schema)?;
+                return merge_streams(streams, spec, Some(&merged_cols), |merged| {
+                    let batch = merged_output(&merged, n_out, &output_schema)?;
                     tx.blocking_send(Ok(batch)).map_err(|_| cancelled())
                 });
             }
-            let streams = runs.into_iter().map(|files| {
-                data_file::run_stream(
+            let streams = runs.into_iter().enumerate().map(|(run, files)| {
+                let seq = run_sequences.as_ref().and_then(|s| s.get(run).copied());
+                let target = if seq.is_some() {
+                    &unsequenced
+                } else {
+                    &file_target
+                };
+                let stream = data_file::run_stream(
                     handle.clone(),
                     io.clone(),
-                    Arc::clone(&file_target),
+                    Arc::clone(target),
                     files,
                     filter.clone(),
                     predicate.clone(),
-                )
+                );
+                match seq {
+                    Some(seq) => {
+                        let schema = Arc::clone(&file_target);
+                        let mut numbers = arrow::array::Int64Array::from_value(seq, 64 * 1024);
+                        Box::new(stream.map(move |b| {
+                            b.and_then(|b| with_sequence(&schema, b, k, &mut numbers))
+                        })) as crate::lsm::merge::stream::RunStream
+                    }
+                    None => stream,
+                }
             });
             if let Some((schema, files)) = &tracked {
                 let vectors = load_vectors(files)?;
@@ -639,12 +692,12 @@ impl TableRead {
                 }
                 return Ok(());
             };
-            merge_streams(streams.collect(), &spec, |merged| {
-                let batch = project_merged(&merged, &out_cols, &output_schema)?;
+            merge_streams(streams.collect(), &spec, Some(&merged_cols), |merged| {
+                let batch = merged_output(&merged, n_out, &output_schema)?;
                 let batch = match &kind_schema {
                     Some(ks) => {
                         let kinds = merged
-                            .column(k + 1)
+                            .column(n_out)
                             .as_any()
                             .downcast_ref::<arrow::array::Int8Array>()
                             .cloned();

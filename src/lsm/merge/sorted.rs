@@ -11,8 +11,9 @@
 use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
 use arrow::compute::interleave;
 use arrow::datatypes::{DataType, Int32Type, Int64Type, Int8Type};
 use arrow::row::Row;
@@ -81,55 +82,13 @@ impl<K: Copy> Group<K> {
     }
 }
 
-/// The keys of the slices `members`, in order, each with its records: a k-way walk over the
-/// slices' next keys, kept in a heap (a key costs a few comparisons however many runs there are).
-fn groups<K: Ord + Copy>(slices: &[SliceKeys<'_, K>], members: &[usize]) -> Vec<Group<K>> {
-    let keys = |m: usize| slices[members[m]].keys;
-    let mut pos = vec![0usize; members.len()];
-    let mut heads: BinaryHeap<Reverse<(K, usize)>> = (0..members.len())
-        .filter_map(|m| keys(m).first().map(|&k| Reverse((k, m))))
-        .collect();
-    let mut out = Vec::with_capacity(members.iter().map(|&s| slices[s].keys.len()).sum());
-    type Heads<K> = BinaryHeap<Reverse<(K, usize)>>;
-    // Takes member m's head into `g` and puts its next key in the heap.
-    let take = |g: &mut Group<K>, m: usize, pos: &mut [usize], heads: &mut Heads<K>| {
-        g.add(slices, members[m], pos[m]);
-        pos[m] += 1;
-        if let Some(&k) = keys(m).get(pos[m]) {
-            heads.push(Reverse((k, m)));
-        }
-    };
-    while let Some(Reverse((k0, m0))) = heads.pop() {
-        let k1 = heads.peek().map(|Reverse((k, _))| *k);
-        if k1 == Some(k0) {
-            // Several members hold this key.
-            let mut g = Group::new(k0);
-            take(&mut g, m0, &mut pos, &mut heads);
-            while let Some(&Reverse((k, m))) = heads.peek() {
-                if k != k0 {
-                    break;
-                }
-                heads.pop();
-                take(&mut g, m, &mut pos, &mut heads);
-            }
-            out.push(g);
-            continue;
-        }
-        // Only this member holds the keys below the next member's head.
-        let (s, run) = (members[m0], keys(m0));
-        let mut p = pos[m0];
-        while p < run.len() && k1.is_none_or(|k1| run[p] < k1) {
-            let mut g = Group::new(run[p]);
-            g.add(slices, s, p);
-            out.push(g);
-            p += 1;
-        }
-        pos[m0] = p;
-        if let Some(&k) = run.get(p) {
-            heads.push(Reverse((k, m0)));
-        }
+/// The first position at or after `from` whose key is not below `key` (`keys` ascending). Pure.
+fn below<K: Ord + Copy>(keys: &[K], from: usize, key: K) -> usize {
+    let mut p = from;
+    while p < keys.len() && keys[p] < key {
+        p += 1;
     }
-    out
+    p
 }
 
 /// The surviving record of each key, as (slice, row), in key order: the newest record (highest
@@ -137,8 +96,11 @@ fn groups<K: Ord + Copy>(slices: &[SliceKeys<'_, K>], members: &[usize]) -> Vec<
 /// retraction (a key's single record wins as it is). A winning retraction is kept only with
 /// `keep_retracts`.
 ///
-/// The largest slice (the run of the highest level, typically) is walked in one tight loop: the
-/// others are grouped first, and its rows between their keys pass as single records.
+/// The largest slice (the run of the highest level, typically) is the base: the other slices'
+/// next keys are kept in a heap (a key costs a few comparisons however many runs there are), and
+/// the base's rows below the smallest of them pass in one stretch, without a group or a heap
+/// operation. A slice whose next keys lie below every other slice's head is walked without the
+/// heap too.
 pub(crate) fn winners<K: Ord + Copy>(
     slices: &[SliceKeys<'_, K>],
     ignore_delete: bool,
@@ -147,30 +109,73 @@ pub(crate) fn winners<K: Ord + Copy>(
     let Some(base) = (0..slices.len()).max_by_key(|&s| slices[s].keys.len()) else {
         return Vec::new();
     };
-    let others: Vec<usize> = (0..slices.len()).filter(|&s| s != base).collect();
     let (keys, kinds) = (slices[base].keys, slices[base].kinds);
-    let mut out = Vec::with_capacity(keys.len() + others.len());
-    let mut p = 0;
-    let pass = |out: &mut Vec<(usize, usize)>, p: usize| {
-        if keep_retracts || !is_retract(kinds[p]) {
-            out.push((base, p));
+    // Whether the base's rows pass without a look at their kinds.
+    let clean = keep_retracts || !kinds.iter().any(|&k| is_retract(k));
+    let pass = |out: &mut Vec<(usize, usize)>, rows: std::ops::Range<usize>| {
+        if clean {
+            out.extend(rows.map(|r| (base, r)));
+        } else {
+            out.extend(rows.filter(|&r| !is_retract(kinds[r])).map(|r| (base, r)));
         }
     };
-    for mut g in groups(slices, &others) {
-        while p < keys.len() && keys[p] < g.key {
-            pass(&mut out, p);
-            p += 1;
-        }
-        if p < keys.len() && keys[p] == g.key {
-            g.add(slices, base, p);
-            p += 1;
+    // Closes the group of key `g.key`: the base's rows below it pass first, and the base's
+    // record of the key, if any, joins the group.
+    let close = |out: &mut Vec<(usize, usize)>, mut g: Group<K>, p: &mut usize| {
+        let (start, end) = (*p, below(keys, *p, g.key));
+        pass(out, start..end);
+        *p = end;
+        if end < keys.len() && keys[end] == g.key {
+            g.add(slices, base, end);
+            *p += 1;
         }
         out.extend(g.winner(slices, ignore_delete, keep_retracts));
+    };
+    let mut out = Vec::with_capacity(slices.iter().map(|s| s.keys.len()).sum());
+    let mut pos = vec![0usize; slices.len()];
+    let mut heads: BinaryHeap<Reverse<(K, usize)>> = (0..slices.len())
+        .filter(|&s| s != base)
+        .filter_map(|s| slices[s].keys.first().map(|&k| Reverse((k, s))))
+        .collect();
+    let mut p = 0;
+    while let Some(Reverse((k0, s0))) = heads.pop() {
+        let next = heads.peek().map(|Reverse((k, _))| *k);
+        if next == Some(k0) {
+            // Several slices hold this key.
+            let mut g = Group::new(k0);
+            let mut s = s0;
+            loop {
+                g.add(slices, s, pos[s]);
+                pos[s] += 1;
+                if let Some(&k) = slices[s].keys.get(pos[s]) {
+                    heads.push(Reverse((k, s)));
+                }
+                match heads.peek() {
+                    Some(&Reverse((k, other))) if k == k0 => {
+                        heads.pop();
+                        s = other;
+                    }
+                    _ => break,
+                }
+            }
+            close(&mut out, g, &mut p);
+            continue;
+        }
+        // Only this slice (and perhaps the base) holds its keys below the next slice's head.
+        let run = slices[s0].keys;
+        let mut q = pos[s0];
+        while q < run.len() && next.is_none_or(|n| run[q] < n) {
+            let mut g = Group::new(run[q]);
+            g.add(slices, s0, q);
+            close(&mut out, g, &mut p);
+            q += 1;
+        }
+        pos[s0] = q;
+        if let Some(&k) = run.get(q) {
+            heads.push(Reverse((k, s0)));
+        }
     }
-    while p < keys.len() {
-        pass(&mut out, p);
-        p += 1;
-    }
+    pass(&mut out, p..keys.len());
     out
 }
 
@@ -254,10 +259,23 @@ pub fn merge_sorted_slices(
     slices: &[RecordBatch],
     spec: &MergeSpec,
 ) -> Result<Option<RecordBatch>> {
+    merge_sorted_columns(slices, spec, None)
+}
+
+/// [`merge_sorted_slices`], keeping only `columns` (positions in the data-file layout, in this
+/// order; all: `None`) of the merged rows: a read copies only the columns it returns.
+pub(super) fn merge_sorted_columns(
+    slices: &[RecordBatch],
+    spec: &MergeSpec,
+    columns: Option<&[usize]>,
+) -> Result<Option<RecordBatch>> {
     let walkable =
         spec.sequence_columns.is_empty() && spec.config.engine == MergeEngine::Deduplicate;
     if !walkable || slices.is_empty() {
-        return merge_runs(slices, spec);
+        return match (merge_runs(slices, spec)?, columns) {
+            (Some(merged), Some(cols)) => project(&merged, cols).map(Some),
+            (merged, _) => Ok(merged),
+        };
     }
     let k = spec.key_count;
     let (ignore_delete, keep) = (spec.config.ignore_delete, spec.keep_retracts);
@@ -285,21 +303,54 @@ pub fn merge_sorted_slices(
     }
     // A single slice that survives whole is returned as it is.
     if slices.len() == 1 && picked.len() == slices[0].num_rows() {
-        return Ok(Some(slices[0].clone()));
+        return match columns {
+            Some(cols) => project(&slices[0], cols).map(Some),
+            None => Ok(Some(slices[0].clone())),
+        };
     }
-    let schema = slices[0].schema();
-    let columns = (0..schema.fields().len())
-        .map(|c| {
+    let all: Vec<usize>;
+    let (schema, cols) = match columns {
+        Some(cols) => (
+            Arc::new(slices[0].schema().project(cols).context(ArrowSnafu {
+                context: "projecting merged rows",
+            })?),
+            cols,
+        ),
+        None => {
+            all = (0..slices[0].num_columns()).collect();
+            (slices[0].schema(), &all[..])
+        }
+    };
+    let assembled = cols
+        .iter()
+        .map(|&c| {
             let sources: Vec<&dyn Array> = slices.iter().map(|b| b.column(c).as_ref()).collect();
             interleave(&sources, &picked).context(ArrowSnafu {
                 context: "assembling merged rows",
             })
         })
         .collect::<Result<Vec<ArrayRef>>>()?;
-    let merged = RecordBatch::try_new(schema, columns).context(ArrowSnafu {
-        context: "merged rows",
-    })?;
+    let opts = RecordBatchOptions::new().with_row_count(Some(picked.len()));
+    let merged =
+        RecordBatch::try_new_with_options(schema, assembled, &opts).context(ArrowSnafu {
+            context: "merged rows",
+        })?;
     Ok(Some(merged))
+}
+
+/// `columns` of `batch`, in that order (none: the row count alone).
+fn project(batch: &RecordBatch, columns: &[usize]) -> Result<RecordBatch> {
+    let schema = Arc::new(batch.schema().project(columns).context(ArrowSnafu {
+        context: "projecting merged rows",
+    })?);
+    let picked = columns
+        .iter()
+        .map(|&c| Arc::clone(batch.column(c)))
+        .collect();
+    let opts = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(schema, picked, &opts).context(ArrowSnafu {
+        context: "projecting merged rows",
+    })
 }
 
 #[cfg(test)]
@@ -371,10 +422,22 @@ mod tests {
             .collect()
     }
 
+    /// `batch` with every record an insert.
+    fn inserts_only(batch: &RecordBatch) -> RecordBatch {
+        let mut columns = batch.columns().to_vec();
+        columns[2] = std::sync::Arc::new(arrow::array::Int8Array::from(vec![0; batch.num_rows()]));
+        RecordBatch::try_new(batch.schema(), columns).unwrap()
+    }
+
     #[test]
     fn the_walk_agrees_with_sorting_everything() {
-        for seed in 0..20 {
-            let runs = random_runs(seed, 1 + (seed as usize % 6));
+        for seed in 0..40 {
+            let mut runs = random_runs(seed, 1 + (seed as usize % 6));
+            if seed >= 20 {
+                // The base (the largest slice) without retractions passes its rows in stretches.
+                let largest = (0..runs.len()).max_by_key(|&r| runs[r].num_rows()).unwrap();
+                runs[largest] = inserts_only(&runs[largest]);
+            }
             // The slices arrive in any run order.
             let mut shuffled = runs.clone();
             shuffled.rotate_left(seed as usize % runs.len());
@@ -385,6 +448,43 @@ mod tests {
                     rows(&merge_runs(&runs, &spec).unwrap()),
                     "seed {seed}, keep_retracts {keep}, ignore_delete {ignore}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn below_finds_the_end_of_a_stretch() {
+        for len in 0..40usize {
+            let keys: Vec<i64> = (0..len as i64).map(|k| k * 2).collect();
+            for from in 0..=len {
+                for key in -1..=(2 * len as i64 + 1) {
+                    let want = from + keys[from..].iter().take_while(|k| **k < key).count();
+                    assert_eq!(
+                        below(&keys, from, key),
+                        want,
+                        "len {len}, from {from}, key {key}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_projected_merge_keeps_only_its_columns_in_their_order() {
+        for seed in 0..10 {
+            let runs = random_runs(seed, 1 + (seed as usize % 4));
+            for engine in ["deduplicate", "first-row"] {
+                let spec = spec(engine, false, engine == "first-row");
+                let full = merge_sorted_slices(&runs, &spec).unwrap();
+                for cols in [vec![3, 2], vec![0], vec![]] {
+                    let got = merge_sorted_columns(&runs, &spec, Some(&cols)).unwrap();
+                    let want = full.as_ref().map(|b| b.project(&cols).unwrap());
+                    assert_eq!(
+                        got.as_ref().map(|b| (b.num_rows(), b.columns().to_vec())),
+                        want.as_ref().map(|b| (b.num_rows(), b.columns().to_vec())),
+                        "seed {seed}, {engine}, columns {cols:?}"
+                    );
+                }
             }
         }
     }

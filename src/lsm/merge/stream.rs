@@ -6,56 +6,158 @@
 //! those prefixes are merged with [`merge_sorted_slices`] and emitted, and the run that set the cut moves
 //! to its next batch. Memory holds one batch per run plus one merged chunk, whatever the data size.
 
-use arrow::array::RecordBatch;
-use arrow::row::{RowConverter, Rows};
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Int32Type, Int64Type};
+use arrow::row::{OwnedRow, RowConverter, Rows};
 
-use super::{encode_keys, key_converter, merge_sorted_slices, MergeSpec};
+use super::{encode_keys, key_converter, sorted::merge_sorted_columns, MergeSpec};
 use crate::error::Result;
 
 /// A sorted run as a stream of batches in the data-file layout, sorted by key, keys unique.
 pub type RunStream = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
+/// A batch's keys as the cuts compare them: one BIGINT or INT key column as integers, any other
+/// key in Arrow's row encoding (from one converter, so rows of different runs compare).
+enum Keys {
+    Ints(arrow::buffer::ScalarBuffer<i64>),
+    Rows(Rows),
+}
+
+/// How a stream's keys are compared: decided by the key's types, the same for every run.
+enum KeyOrder {
+    Ints,
+    Rows(RowConverter),
+}
+
+impl KeyOrder {
+    fn of(batch: &RecordBatch, k: usize) -> Result<Self> {
+        let key = &batch.columns()[..k];
+        Ok(match key {
+            [c] if matches!(c.data_type(), DataType::Int64 | DataType::Int32) => KeyOrder::Ints,
+            _ => KeyOrder::Rows(key_converter(key.iter().map(|c| c.data_type()))?),
+        })
+    }
+
+    fn keys(&self, batch: &RecordBatch, k: usize) -> Result<Keys> {
+        match self {
+            KeyOrder::Rows(conv) => Ok(Keys::Rows(encode_keys(conv, batch, k)?)),
+            KeyOrder::Ints => {
+                let c = batch.column(0);
+                if c.null_count() > 0 {
+                    return crate::error::InvalidArgumentSnafu {
+                        message: "a primary-key column of a data file holds NULL".to_string(),
+                    }
+                    .fail();
+                }
+                Ok(Keys::Ints(match c.data_type() {
+                    DataType::Int32 => c
+                        .as_primitive::<Int32Type>()
+                        .values()
+                        .iter()
+                        .map(|v| *v as i64)
+                        .collect(),
+                    _ => c.as_primitive::<Int64Type>().values().clone(),
+                }))
+            }
+        }
+    }
+}
+
+/// The key a step cuts at.
+enum Cut {
+    Int(i64),
+    Row(OwnedRow),
+}
+
+impl Keys {
+    fn cut(&self, row: usize) -> Cut {
+        match self {
+            Keys::Ints(v) => Cut::Int(v[row]),
+            Keys::Rows(r) => Cut::Row(r.row(row).owned()),
+        }
+    }
+
+    /// The first row at or after `from` whose key is above `cut` (keys ascending).
+    fn after(&self, from: usize, n: usize, cut: &Cut) -> usize {
+        match (self, cut) {
+            (Keys::Ints(v), Cut::Int(c)) => from + v[from..n].partition_point(|k| k <= c),
+            (Keys::Rows(r), Cut::Row(c)) => {
+                let (mut lo, mut hi) = (from, n);
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    if r.row(mid) <= c.row() {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                lo
+            }
+            // One order for all runs: never mixed.
+            _ => from,
+        }
+    }
+}
+
+/// Orders the last keys of two batches.
+fn compare_last(a: &Keys, an: usize, b: &Keys, bn: usize) -> std::cmp::Ordering {
+    match (a, b) {
+        (Keys::Ints(x), Keys::Ints(y)) => x[an - 1].cmp(&y[bn - 1]),
+        (Keys::Rows(x), Keys::Rows(y)) => x.row(an - 1).cmp(&y.row(bn - 1)),
+        _ => std::cmp::Ordering::Equal,
+    }
+}
 
 struct Cursor {
     /// Position of the run in the caller's list.
     run: usize,
     stream: RunStream,
     batch: RecordBatch,
-    keys: Rows,
+    keys: Keys,
     pos: usize,
+}
+
+/// The first non-empty batch of `stream`, if any.
+fn first_batch(stream: &mut RunStream) -> Result<Option<RecordBatch>> {
+    for batch in stream.by_ref() {
+        let batch = batch?;
+        if batch.num_rows() > 0 {
+            return Ok(Some(batch));
+        }
+    }
+    Ok(None)
 }
 
 /// Pulls the next non-empty batch of a run.
 fn next_cursor(
     run: usize,
     mut stream: RunStream,
-    conv: &RowConverter,
+    order: &KeyOrder,
     k: usize,
 ) -> Result<Option<Cursor>> {
-    for batch in stream.by_ref() {
-        let batch = batch?;
-        if batch.num_rows() > 0 {
-            let keys = encode_keys(conv, &batch, k)?;
-            return Ok(Some(Cursor {
-                run,
-                stream,
-                batch,
-                keys,
-                pos: 0,
-            }));
-        }
+    match first_batch(&mut stream)? {
+        Some(batch) => Ok(Some(Cursor {
+            run,
+            keys: order.keys(&batch, k)?,
+            stream,
+            batch,
+            pos: 0,
+        })),
+        None => Ok(None),
     }
-    Ok(None)
 }
 
-/// Merges `runs` and hands merged chunks (sorted by key, one record per key) to `sink`.
+/// Merges `runs` and hands merged chunks (sorted by key, one record per key) to `sink`: all
+/// columns of the data-file layout, or only `columns` (in that order).
 pub fn merge_streams(
     runs: Vec<RunStream>,
     spec: &MergeSpec,
+    columns: Option<&[usize]>,
     mut sink: impl FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
     stream_chunks(runs, spec.key_count, |chunk| {
         let slices: Vec<RecordBatch> = chunk.iter().map(|(_, b)| b.clone()).collect();
-        match merge_sorted_slices(&slices, spec)? {
+        match merge_sorted_columns(&slices, spec, columns)? {
             Some(merged) => sink(merged),
             None => Ok(()),
         }
@@ -69,71 +171,43 @@ pub fn stream_chunks(
     k: usize,
     mut sink: impl FnMut(&[(usize, RecordBatch)]) -> Result<()>,
 ) -> Result<()> {
-    let mut conv: Option<RowConverter> = None;
+    let mut order: Option<KeyOrder> = None;
     let mut cursors: Vec<Cursor> = Vec::new();
-    for (run, stream) in runs.into_iter().enumerate() {
-        let mut stream = stream;
-        // The converter is built from the first batch's key types and shared so rows compare.
-        let first = loop {
-            match stream.next() {
-                Some(b) => {
-                    let b = b?;
-                    if b.num_rows() > 0 {
-                        break Some(b);
-                    }
-                }
-                None => break None,
-            }
+    for (run, mut stream) in runs.into_iter().enumerate() {
+        let Some(batch) = first_batch(&mut stream)? else {
+            continue;
         };
-        let Some(batch) = first else { continue };
-        if conv.is_none() {
-            conv = Some(key_converter(
-                batch.columns()[..k].iter().map(|c| c.data_type()),
-            )?);
-        }
-        let c = conv.as_ref().ok_or_else(|| {
-            crate::error::InternalSnafu {
-                message: "no converter".to_string(),
-            }
-            .build()
-        })?;
-        let keys = encode_keys(c, &batch, k)?;
+        // The order is decided by the first batch's key types and shared so keys compare.
+        let order = match &mut order {
+            Some(o) => &*o,
+            None => order.insert(KeyOrder::of(&batch, k)?),
+        };
         cursors.push(Cursor {
             run,
+            keys: order.keys(&batch, k)?,
             stream,
             batch,
-            keys,
             pos: 0,
         });
     }
-    let Some(conv) = conv else { return Ok(()) };
+    let Some(order) = order else { return Ok(()) };
     while !cursors.is_empty() {
         // The cut: the smallest last key among current batches.
         let cut_at = (0..cursors.len())
             .min_by(|&a, &b| {
-                let ka = cursors[a].keys.row(cursors[a].batch.num_rows() - 1);
-                let kb = cursors[b].keys.row(cursors[b].batch.num_rows() - 1);
-                ka.cmp(&kb)
+                let (ca, cb) = (&cursors[a], &cursors[b]);
+                compare_last(&ca.keys, ca.batch.num_rows(), &cb.keys, cb.batch.num_rows())
             })
             .unwrap_or(0);
         let cut = cursors[cut_at]
             .keys
-            .row(cursors[cut_at].batch.num_rows() - 1)
-            .owned();
+            .cut(cursors[cut_at].batch.num_rows() - 1);
         let mut chunk = Vec::with_capacity(cursors.len());
         let mut exhausted = Vec::new();
         for (i, c) in cursors.iter_mut().enumerate() {
             let n = c.batch.num_rows();
             // Rows up to the cut (keys are sorted and unique within a run).
-            let (mut lo, mut hi) = (c.pos, n);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if c.keys.row(mid) <= cut.row() {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
+            let lo = c.keys.after(c.pos, n, &cut);
             if lo > c.pos {
                 chunk.push((c.run, c.batch.slice(c.pos, lo - c.pos)));
                 c.pos = lo;
@@ -145,7 +219,7 @@ pub fn stream_chunks(
         sink(&chunk)?;
         for i in exhausted.into_iter().rev() {
             let c = cursors.swap_remove(i);
-            if let Some(next) = next_cursor(c.run, c.stream, &conv, k)? {
+            if let Some(next) = next_cursor(c.run, c.stream, &order, k)? {
                 cursors.push(next);
             }
         }
@@ -170,8 +244,34 @@ mod tests {
         super::super::tests::run(&full)
     }
 
+    /// `b` with its BIGINT key as zero-padded strings (the same order), compared as rows.
+    fn string_keyed(b: &RecordBatch) -> RecordBatch {
+        let keys: arrow::array::StringArray = b
+            .column(0)
+            .as_primitive::<Int64Type>()
+            .values()
+            .iter()
+            .map(|k| Some(format!("{k:08}")))
+            .collect();
+        let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
+        fields[0] = Arc::new(arrow::datatypes::Field::new(
+            "_KEY_id",
+            DataType::Utf8,
+            false,
+        ));
+        let mut columns = b.columns().to_vec();
+        columns[0] = Arc::new(keys);
+        RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns).unwrap()
+    }
+
     #[test]
     fn streaming_merge_equals_merging_everything_at_once() {
+        for strings in [false, true] {
+            streaming_merge_agrees(strings);
+        }
+    }
+
+    fn streaming_merge_agrees(strings: bool) {
         let json = r#"{"id":0,"fields":[{"id":0,"name":"id","type":"BIGINT NOT NULL"},{"id":1,"name":"v","type":"STRING"}],
                "highestFieldId":1,"primaryKeys":["id"],"options":{"bucket":"1"}}"#;
         let schema: crate::spec::TableSchema = serde_json::from_str(json).unwrap();
@@ -203,7 +303,12 @@ mod tests {
                 })
                 .collect();
             // Uneven batch sizes.
-            runs.push(rows.chunks(37).map(batch).collect());
+            runs.push(
+                rows.chunks(37)
+                    .map(batch)
+                    .map(|b| if strings { string_keyed(&b) } else { b })
+                    .collect(),
+            );
         }
         let all: Vec<RecordBatch> = runs.iter().flatten().cloned().collect();
         let expected = super::super::merge_runs(&all, &spec).unwrap().unwrap();
@@ -212,14 +317,18 @@ mod tests {
             .map(|r| Box::new(r.into_iter().map(Ok)) as RunStream)
             .collect();
         let mut out = Vec::new();
-        merge_streams(streams, &spec, |b| {
+        merge_streams(streams, &spec, None, |b| {
             out.push(b);
             Ok(())
         })
         .unwrap();
         let got = arrow::compute::concat_batches(&expected.schema(), &out).unwrap();
         assert_eq!(got.num_rows(), expected.num_rows());
-        let keys = |b: &RecordBatch| b.column(0).as_primitive::<Int64Type>().values().to_vec();
+        let keys = |b: &RecordBatch| {
+            arrow::util::pretty::pretty_format_columns("k", &[Arc::clone(b.column(0))])
+                .unwrap()
+                .to_string()
+        };
         assert_eq!(keys(&got), keys(&expected));
         assert_eq!(
             got.column(3).as_string::<i32>(),
