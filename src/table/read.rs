@@ -649,7 +649,8 @@ impl TableRead {
                 match seq {
                     Some(seq) => {
                         let schema = Arc::clone(&file_target);
-                        let mut numbers = arrow::array::Int64Array::from_value(seq, 64 * 1024);
+                        // Grown to the largest batch seen: a point query reads a few rows.
+                        let mut numbers = arrow::array::Int64Array::from_value(seq, 1);
                         Box::new(stream.map(move |b| {
                             b.and_then(|b| with_sequence(&schema, b, k, &mut numbers))
                         })) as crate::lsm::merge::stream::RunStream
