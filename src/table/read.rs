@@ -157,21 +157,23 @@ fn merged_output(merged: &RecordBatch, n: usize, output_schema: &SchemaRef) -> R
     )
 }
 
-/// `batch` with the `_SEQUENCE_NUMBER` column `seq` (one number in every row; sliced to the
-/// batch's rows) inserted at `at`, as `schema`: the rows of a run whose sequence numbers were not
-/// decoded ([`crate::lsm::levels::disjoint_run_sequences`]).
+/// `batch` with an `_SEQUENCE_NUMBER` column of `seq` in every row inserted at `at`, as `schema`:
+/// the rows of a run whose sequence numbers were not decoded
+/// ([`crate::lsm::levels::disjoint_run_sequences`]). `numbers` keeps the column between batches,
+/// sliced to each batch's rows.
 fn with_sequence(
     schema: &SchemaRef,
     batch: RecordBatch,
     at: usize,
-    seq: &mut arrow::array::Int64Array,
+    seq: i64,
+    numbers: &mut arrow::array::Int64Array,
 ) -> Result<RecordBatch> {
     let n = batch.num_rows();
-    if seq.len() < n {
-        *seq = arrow::array::Int64Array::from_value(seq.value(0), n);
+    if numbers.len() < n {
+        *numbers = arrow::array::Int64Array::from_value(seq, n);
     }
     let mut columns = batch.columns().to_vec();
-    columns.insert(at, Arc::new(seq.slice(0, n)));
+    columns.insert(at, Arc::new(numbers.slice(0, n)));
     RecordBatch::try_new(Arc::clone(schema), columns).context(ArrowSnafu {
         context: "a run's sequence numbers",
     })
@@ -496,8 +498,14 @@ impl TableRead {
         let row_tracking = self.row_tracking;
         let manifests = self.table.manifest_manager();
         let (dv_partition, dv_bucket) = (split.partition.clone(), split.bucket);
-        let runs: Vec<Vec<FileRef>> = if pk {
+        // A primary-key split's sorted runs, newest first, each in key order.
+        let ordered = if pk {
             data_file::key_ordered_runs(&split.files, &layout.key_types)
+        } else {
+            Vec::new()
+        };
+        let runs: Vec<Vec<FileRef>> = if pk {
+            ordered
                 .iter()
                 .map(|run| run.iter().map(file_ref).collect::<Result<Vec<_>>>())
                 .collect::<Result<Vec<_>>>()?
@@ -543,24 +551,17 @@ impl TableRead {
             .collect();
         let n_out = out_cols.len();
         // Runs whose sequence ranges are disjoint are ordered by those ranges alone: each run's
-        // rows take its largest number and the column is not decoded. Sequence fields compare
-        // before the number, so they keep it.
-        let run_sequences =
+        // rows take its largest number and the column is not decoded (the runs are then read as
+        // `unsequenced`). Sequence fields compare before the number, so they keep it.
+        let unsequenced: Option<(Vec<i64>, SchemaRef)> =
             (pk && merged_vectors.is_none() && layout.sequence_field_indices.is_empty())
-                .then(|| {
-                    crate::lsm::levels::disjoint_run_sequences(&data_file::key_ordered_runs(
-                        &split.files,
-                        &layout.key_types,
-                    ))
-                })
-                .flatten();
-        let unsequenced: SchemaRef = {
-            let mut fields: Vec<_> = file_target.fields().iter().cloned().collect();
-            if pk {
-                fields.remove(k);
-            }
-            Arc::new(arrow::datatypes::Schema::new(fields))
-        };
+                .then(|| crate::lsm::levels::disjoint_run_sequences(&ordered))
+                .flatten()
+                .map(|numbers| {
+                    let mut fields: Vec<_> = file_target.fields().iter().cloned().collect();
+                    fields.remove(k);
+                    (numbers, Arc::new(arrow::datatypes::Schema::new(fields)))
+                });
         let io = self.table.io().clone();
         let handle = tokio::runtime::Handle::current();
         let cancelled = || {
@@ -592,13 +593,10 @@ impl TableRead {
                 let vectors = load_vectors(files)?;
                 let positioned = data_file::with_position_column(&file_target);
                 let mut streams = Vec::new();
-                for (run, metas) in runs
-                    .into_iter()
-                    .zip(data_file::key_ordered_runs(files, &layout.key_types))
-                {
+                for (run, metas) in runs.into_iter().zip(&ordered) {
                     let run_files = run
                         .into_iter()
-                        .zip(&metas)
+                        .zip(metas)
                         .map(|(file, meta)| {
                             Ok(data_file::RunFile {
                                 file,
@@ -632,27 +630,24 @@ impl TableRead {
                 });
             }
             let streams = runs.into_iter().enumerate().map(|(run, files)| {
-                let seq = run_sequences.as_ref().and_then(|s| s.get(run).copied());
-                let target = if seq.is_some() {
-                    &unsequenced
-                } else {
-                    &file_target
-                };
+                let sequence = unsequenced
+                    .as_ref()
+                    .and_then(|(numbers, target)| Some((*numbers.get(run)?, target)));
                 let stream = data_file::run_stream(
                     handle.clone(),
                     io.clone(),
-                    Arc::clone(target),
+                    Arc::clone(sequence.map_or(&file_target, |(_, target)| target)),
                     files,
                     filter.clone(),
                     predicate.clone(),
                 );
-                match seq {
-                    Some(seq) => {
+                match sequence {
+                    Some((seq, _)) => {
                         let schema = Arc::clone(&file_target);
                         // Grown to the largest batch seen: a point query reads a few rows.
-                        let mut numbers = arrow::array::Int64Array::from_value(seq, 1);
+                        let mut numbers = arrow::array::Int64Array::from(Vec::<i64>::new());
                         Box::new(stream.map(move |b| {
-                            b.and_then(|b| with_sequence(&schema, b, k, &mut numbers))
+                            b.and_then(|b| with_sequence(&schema, b, k, seq, &mut numbers))
                         })) as crate::lsm::merge::stream::RunStream
                     }
                     None => stream,

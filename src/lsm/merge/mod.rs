@@ -368,6 +368,22 @@ mod tests {
     use super::*;
     use arrow::array::{Int64Array, StringArray};
 
+    /// `b` (a [`run`]) with its BIGINT key written as the strings `key` makes of it.
+    pub(super) fn string_keyed(b: &RecordBatch, key: impl Fn(i64) -> String) -> RecordBatch {
+        let keys: StringArray = b
+            .column(0)
+            .as_primitive::<Int64Type>()
+            .values()
+            .iter()
+            .map(|k| Some(key(*k)))
+            .collect();
+        let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
+        fields[0] = Arc::new(Field::new("_KEY_id", DataType::Utf8, false));
+        let mut columns = b.columns().to_vec();
+        columns[0] = Arc::new(keys);
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
     fn merge_spec(engine: &str, keep_retracts: bool) -> MergeSpec {
         let json = format!(
             r#"{{"id":0,"fields":[{{"id":0,"name":"id","type":"BIGINT NOT NULL"}},{{"id":1,"name":"v","type":"STRING"}}],

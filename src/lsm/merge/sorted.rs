@@ -8,12 +8,12 @@
 //! encoding, which orders keys as the streaming merge cuts them. Other engines go to
 //! [`merge_runs`].
 
-use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use arrow::buffer::ScalarBuffer;
 use arrow::compute::interleave;
 use arrow::datatypes::{DataType, Int32Type, Int64Type, Int8Type};
 use arrow::row::Row;
@@ -234,21 +234,22 @@ fn word_after(row: Row<'_>, skip: usize) -> u64 {
     u64::from_be_bytes(word)
 }
 
-/// The slice's key as integers, when the walk applies to it.
-fn int_keys(batch: &RecordBatch) -> Option<Cow<'_, [i64]>> {
+/// A batch's key as integers: one INT or BIGINT column without NULL (the walk and the streaming
+/// merge's cuts compare such keys as numbers).
+pub(super) fn int_keys(batch: &RecordBatch) -> Option<ScalarBuffer<i64>> {
     let col = batch.column(0);
     if col.null_count() > 0 {
         return None;
     }
     match col.data_type() {
-        DataType::Int64 => Some(Cow::Borrowed(col.as_primitive::<Int64Type>().values())),
-        DataType::Int32 => Some(Cow::Owned(
+        DataType::Int64 => Some(col.as_primitive::<Int64Type>().values().clone()),
+        DataType::Int32 => Some(
             col.as_primitive::<Int32Type>()
                 .values()
                 .iter()
                 .map(|v| *v as i64)
                 .collect(),
-        )),
+        ),
         _ => None,
     }
 }
@@ -279,7 +280,7 @@ pub(super) fn merge_sorted_columns(
     }
     let k = spec.key_count;
     let (ignore_delete, keep) = (spec.config.ignore_delete, spec.keep_retracts);
-    let ints: Option<Vec<Cow<'_, [i64]>>> = (k == 1)
+    let ints: Option<Vec<ScalarBuffer<i64>>> = (k == 1)
         .then(|| slices.iter().map(int_keys).collect())
         .flatten();
     let picked = match ints {
@@ -494,23 +495,7 @@ mod tests {
     fn string_keyed(runs: &[RecordBatch]) -> Vec<RecordBatch> {
         runs.iter()
             .map(|b| {
-                let keys: StringArray = b
-                    .column(0)
-                    .as_primitive::<Int64Type>()
-                    .values()
-                    .iter()
-                    .map(|k| Some(format!("u{k}")))
-                    .collect();
-                let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
-                fields[0] = std::sync::Arc::new(arrow::datatypes::Field::new(
-                    "_KEY_id",
-                    DataType::Utf8,
-                    false,
-                ));
-                let mut columns = b.columns().to_vec();
-                columns[0] = std::sync::Arc::new(keys);
-                let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
-                let b = RecordBatch::try_new(schema, columns).unwrap();
+                let b = super::super::tests::string_keyed(b, |k| format!("u{k}"));
                 let order = arrow::compute::sort_to_indices(b.column(0), None, None).unwrap();
                 arrow::compute::take_record_batch(&b, &order).unwrap()
             })

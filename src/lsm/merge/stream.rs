@@ -6,11 +6,12 @@
 //! those prefixes are merged with [`merge_sorted_slices`] and emitted, and the run that set the cut moves
 //! to its next batch. Memory holds one batch per run plus one merged chunk, whatever the data size.
 
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Int32Type, Int64Type};
+use arrow::array::RecordBatch;
+use arrow::datatypes::DataType;
 use arrow::row::{OwnedRow, RowConverter, Rows};
 
-use super::{encode_keys, key_converter, sorted::merge_sorted_columns, MergeSpec};
+use super::sorted::{int_keys, merge_sorted_columns};
+use super::{encode_keys, key_converter, MergeSpec};
 use crate::error::Result;
 
 /// A sorted run as a stream of batches in the data-file layout, sorted by key, keys unique.
@@ -41,24 +42,12 @@ impl KeyOrder {
     fn keys(&self, batch: &RecordBatch, k: usize) -> Result<Keys> {
         match self {
             KeyOrder::Rows(conv) => Ok(Keys::Rows(encode_keys(conv, batch, k)?)),
-            KeyOrder::Ints => {
-                let c = batch.column(0);
-                if c.null_count() > 0 {
-                    return crate::error::InvalidArgumentSnafu {
-                        message: "a primary-key column of a data file holds NULL".to_string(),
-                    }
-                    .fail();
+            KeyOrder::Ints => int_keys(batch).map(Keys::Ints).ok_or_else(|| {
+                crate::error::InvalidArgumentSnafu {
+                    message: "a primary-key column of a data file holds NULL".to_string(),
                 }
-                Ok(Keys::Ints(match c.data_type() {
-                    DataType::Int32 => c
-                        .as_primitive::<Int32Type>()
-                        .values()
-                        .iter()
-                        .map(|v| *v as i64)
-                        .collect(),
-                    _ => c.as_primitive::<Int64Type>().values().clone(),
-                }))
-            }
+                .build()
+            }),
         }
     }
 }
@@ -231,7 +220,6 @@ pub fn stream_chunks(
 mod tests {
     use super::*;
     use arrow::array::AsArray;
-    use arrow::datatypes::Int64Type;
     use std::sync::Arc;
 
     fn batch(rows: &[(i64, i64)]) -> RecordBatch {
@@ -242,26 +230,6 @@ mod tests {
             .map(|(r, l)| (r.0, r.1, 0, l.as_str()))
             .collect();
         super::super::tests::run(&full)
-    }
-
-    /// `b` with its BIGINT key as zero-padded strings (the same order), compared as rows.
-    fn string_keyed(b: &RecordBatch) -> RecordBatch {
-        let keys: arrow::array::StringArray = b
-            .column(0)
-            .as_primitive::<Int64Type>()
-            .values()
-            .iter()
-            .map(|k| Some(format!("{k:08}")))
-            .collect();
-        let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
-        fields[0] = Arc::new(arrow::datatypes::Field::new(
-            "_KEY_id",
-            DataType::Utf8,
-            false,
-        ));
-        let mut columns = b.columns().to_vec();
-        columns[0] = Arc::new(keys);
-        RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns).unwrap()
     }
 
     #[test]
@@ -306,7 +274,14 @@ mod tests {
             runs.push(
                 rows.chunks(37)
                     .map(batch)
-                    .map(|b| if strings { string_keyed(&b) } else { b })
+                    .map(|b| {
+                        if strings {
+                            // Zero-padded: the same order, compared as rows.
+                            super::super::tests::string_keyed(&b, |k| format!("{k:08}"))
+                        } else {
+                            b
+                        }
+                    })
                     .collect(),
             );
         }
