@@ -445,7 +445,9 @@ impl ChangelogReader {
                         let streams = data_file::run_streams(&handle, &io, &layout, runs);
                         let all: Vec<usize> = (0..layout.schema.fields.len()).collect();
                         let spec = layout.merge_spec(&all, true);
-                        merge_streams(streams, &spec, None, |merged| send(convert(&merged, true)))?;
+                        merge_streams(streams, &spec, None, None, |merged| {
+                            send(convert(&merged, true))
+                        })?;
                     }
                 }
             }

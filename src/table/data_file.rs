@@ -5,12 +5,13 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch};
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, Int8Array, RecordBatch};
 use arrow::compute::cast;
-use arrow::datatypes::{Int64Type, Int8Type, SchemaRef};
+use arrow::datatypes::{DataType, Int64Type, Int8Type, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
+use parquet::file::statistics::Statistics;
 use snafu::ResultExt;
 
 use super::evolution::{FileColumns, FileRef};
@@ -22,6 +23,7 @@ pub(crate) use parquet_writer::{encode_parquet, EXACT_BOUNDS_KEY, ROW_GROUP_ROWS
 
 mod parquet_writer;
 use crate::spec::manifest::{DataFileMeta, FileSource, SimpleStats};
+use crate::spec::VALUE_KIND;
 
 /// Encodes `batch` (in the table's file layout, sorted by key for PK tables) as a Parquet file.
 pub fn encode(
@@ -384,7 +386,28 @@ pub(super) fn decode_projected<R: parquet::file::reader::ChunkReader + 'static>(
         .iter()
         .map(|f| name_in_file(columns, f.name()))
         .collect();
-    let roots = file_roots(builder.schema(), target, columns);
+    let mut roots = file_roots(builder.schema(), target, columns);
+    // A row kind that every row holds is filled in, not decoded.
+    let kind = target
+        .fields()
+        .iter()
+        .position(|f| f.name() == VALUE_KIND && f.data_type() == &DataType::Int8)
+        .and_then(|at| {
+            let name = names[at].as_deref()?;
+            let leaf = builder
+                .parquet_schema()
+                .columns()
+                .iter()
+                .position(|c| c.path().parts() == [name])?;
+            let value = constant_kind(builder.metadata(), leaf)?;
+            let root = builder.schema().index_of(name).ok()?;
+            roots.retain(|&r| r != root);
+            Some(ConstantKind {
+                at,
+                value,
+                rows: Int8Array::from(Vec::<i8>::new()),
+            })
+        });
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
         .with_projection(mask)
@@ -396,7 +419,45 @@ pub(super) fn decode_projected<R: parquet::file::reader::ChunkReader + 'static>(
         reader,
         target: Arc::clone(target),
         names,
+        kind,
     })
+}
+
+/// The one value of a file's row-kind column (leaf `leaf`) in every row, where its footer's
+/// statistics show it: each row group's least and greatest values are that value and it has no
+/// nulls. A file of inserts alone, as most are, is then read without decoding the column. Pure.
+fn constant_kind(md: &parquet::file::metadata::ParquetMetaData, leaf: usize) -> Option<i8> {
+    let mut value = None;
+    for group in md.row_groups() {
+        let Some(Statistics::Int32(stats)) = group.column(leaf).statistics() else {
+            return None;
+        };
+        let (Some(&lo), Some(&hi)) = (stats.min_opt(), stats.max_opt()) else {
+            return None;
+        };
+        if lo != hi || stats.null_count_opt() != Some(0) || value.is_some_and(|v| v != lo) {
+            return None;
+        }
+        value = Some(lo);
+    }
+    i8::try_from(value?).ok()
+}
+
+/// A row-kind column filled in with its file's one value: the target position and the values,
+/// grown to the largest batch read.
+struct ConstantKind {
+    at: usize,
+    value: i8,
+    rows: Int8Array,
+}
+
+impl ConstantKind {
+    fn column(&mut self, n: usize) -> ArrayRef {
+        if self.rows.len() < n {
+            self.rows = Int8Array::from_value(self.value, n);
+        }
+        Arc::new(self.rows.slice(0, n))
+    }
 }
 
 /// A Parquet file's batches in a table's layout, decoded as they are taken: columns are found by
@@ -407,25 +468,30 @@ pub(crate) struct Decoded {
     target: SchemaRef,
     /// Each target column's name in the file (none: not in the file).
     names: Vec<Option<String>>,
+    /// The row kind, where the file holds one value in every row.
+    kind: Option<ConstantKind>,
 }
 
 impl Decoded {
-    fn conform(&self, batch: RecordBatch) -> Result<RecordBatch> {
+    fn conform(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let n = batch.num_rows();
+        let mut kind = self.kind.as_mut().map(|k| (k.at, k.column(n)));
         let columns = self
             .target
             .fields()
             .iter()
             .zip(&self.names)
-            .map(
-                |(f, name)| match name.as_deref().and_then(|n| batch.column_by_name(n)) {
+            .enumerate()
+            .map(|(i, (f, name))| match kind.take_if(|(at, _)| *at == i) {
+                Some((_, kinds)) => Ok(kinds),
+                None => match name.as_deref().and_then(|n| batch.column_by_name(n)) {
                     Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
                     Some(c) => cast(c, f.data_type()).context(ArrowSnafu {
                         context: format!("{}: column {}", self.path, f.name()),
                     }),
                     None => Ok(new_null_array(f.data_type(), n)),
                 },
-            )
+            })
             .collect::<Result<Vec<_>>>()?;
         let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
         let batch = RecordBatch::try_new_with_options(Arc::clone(&self.target), columns, &opts)
@@ -672,4 +738,69 @@ pub(crate) fn key_ordered_runs(
             files
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    /// A Parquet file of (`_KEY_id`, `_VALUE_KIND`) rows, two rows to a row group.
+    fn file(kinds: &[i8]) -> (Bytes, SchemaRef) {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("_KEY_id", DataType::Int64, false),
+            Field::new(VALUE_KIND, DataType::Int8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..kinds.len() as i64)),
+                Arc::new(Int8Array::from(kinds.to_vec())),
+            ],
+        )
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(2))
+            .build();
+        let mut out = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut out, Arc::clone(&schema), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        (Bytes::from(out), schema)
+    }
+
+    fn constant(kinds: &[i8]) -> Option<i8> {
+        let (bytes, _) = file(kinds);
+        let md = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+        constant_kind(md.metadata(), 1)
+    }
+
+    #[test]
+    fn a_row_kind_is_constant_only_where_every_row_group_says_so() {
+        assert_eq!(constant(&[0, 0, 0, 0, 0]), Some(0));
+        assert_eq!(constant(&[2, 2, 2]), Some(2));
+        assert_eq!(
+            constant(&[0, 0, 3, 3]),
+            None,
+            "row groups of different kinds"
+        );
+        assert_eq!(constant(&[0, 0, 0, 3]), None, "a row group of two kinds");
+        assert_eq!(constant(&[]), None, "no row group");
+    }
+
+    #[test]
+    fn a_filled_in_row_kind_reads_as_the_decoded_one() {
+        for kinds in [vec![0i8; 5], vec![2; 3], vec![0, 1, 2, 3, 0]] {
+            let (bytes, schema) = file(&kinds);
+            let read = decode("f.parquet", bytes, &schema).unwrap();
+            let got: Vec<i8> = read
+                .iter()
+                .flat_map(|b| b.column(1).as_primitive::<Int8Type>().values().to_vec())
+                .collect();
+            assert_eq!(got, kinds);
+        }
+    }
 }

@@ -624,7 +624,7 @@ impl TableRead {
                         run_files,
                     ));
                 }
-                return merge_streams(streams, spec, Some(&merged_cols), |merged| {
+                return merge_streams(streams, spec, Some(&merged_cols), None, |merged| {
                     let batch = merged_output(&merged, n_out, &output_schema)?;
                     tx.blocking_send(Ok(batch)).map_err(|_| cancelled())
                 });
@@ -688,21 +688,30 @@ impl TableRead {
                 }
                 return Ok(());
             };
-            merge_streams(streams.collect(), &spec, Some(&merged_cols), |merged| {
-                let batch = merged_output(&merged, n_out, &output_schema)?;
-                let batch = match &kind_schema {
-                    Some(ks) => {
-                        let kinds = merged
-                            .column(n_out)
-                            .as_any()
-                            .downcast_ref::<arrow::array::Int8Array>()
-                            .cloned();
-                        prepend_kinds(ks, &batch, kinds.as_ref())?
-                    }
-                    None => batch,
-                };
-                tx.blocking_send(Ok(batch)).map_err(|_| cancelled())
-            })
+            // Runs read at one sequence number each are merged by their ranks, out of key order
+            // across them: a read promises no order.
+            let ranks = unsequenced.as_ref().map(|(numbers, _)| &numbers[..]);
+            merge_streams(
+                streams.collect(),
+                &spec,
+                Some(&merged_cols),
+                ranks,
+                |merged| {
+                    let batch = merged_output(&merged, n_out, &output_schema)?;
+                    let batch = match &kind_schema {
+                        Some(ks) => {
+                            let kinds = merged
+                                .column(n_out)
+                                .as_any()
+                                .downcast_ref::<arrow::array::Int8Array>()
+                                .cloned();
+                            prepend_kinds(ks, &batch, kinds.as_ref())?
+                        }
+                        None => batch,
+                    };
+                    tx.blocking_send(Ok(batch)).map_err(|_| cancelled())
+                },
+            )
         })
     }
 }

@@ -10,7 +10,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::DataType;
 use arrow::row::{OwnedRow, RowConverter, Rows};
 
-use super::sorted::{int_keys, merge_sorted_columns};
+use super::sorted::{int_keys, merge_ranked, merge_sorted_columns};
 use super::{encode_keys, key_converter, MergeSpec};
 use crate::error::Result;
 
@@ -136,16 +136,26 @@ fn next_cursor(
     }
 }
 
-/// Merges `runs` and hands merged chunks (sorted by key, one record per key) to `sink`: all
-/// columns of the data-file layout, or only `columns` (in that order).
+/// Merges `runs` and hands merged chunks (one record per key) to `sink`: all columns of the
+/// data-file layout, or only `columns` (in that order). Chunks come in key order, each sorted by
+/// key, unless `ranks` gives each run's one sequence number (runs of disjoint sequence ranges,
+/// read without their own numbers): then a chunk may come as several batches, each sorted, which
+/// a read that needs no key order takes ([`merge_ranked`]).
 pub fn merge_streams(
     runs: Vec<RunStream>,
     spec: &MergeSpec,
     columns: Option<&[usize]>,
+    ranks: Option<&[i64]>,
     mut sink: impl FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
     stream_chunks(runs, spec.key_count, |chunk| {
         let slices: Vec<RecordBatch> = chunk.iter().map(|(_, b)| b.clone()).collect();
+        if let Some(ranks) = ranks {
+            let ranked: Vec<i64> = chunk.iter().map(|(run, _)| ranks[*run]).collect();
+            if let Some(parts) = merge_ranked(&slices, &ranked, spec, columns)? {
+                return parts.into_iter().try_for_each(&mut sink);
+            }
+        }
         match merge_sorted_columns(&slices, spec, columns)? {
             Some(merged) => sink(merged),
             None => Ok(()),
@@ -292,7 +302,7 @@ mod tests {
             .map(|r| Box::new(r.into_iter().map(Ok)) as RunStream)
             .collect();
         let mut out = Vec::new();
-        merge_streams(streams, &spec, None, |b| {
+        merge_streams(streams, &spec, None, None, |b| {
             out.push(b);
             Ok(())
         })
