@@ -391,6 +391,13 @@ pub(super) fn merge_ranked(
         };
         out.push(if kept == keys[s].len() {
             slice
+        } else if slice.num_columns() == 0 {
+            let opts = RecordBatchOptions::new().with_row_count(Some(kept));
+            RecordBatch::try_new_with_options(slice.schema(), vec![], &opts).context(
+                ArrowSnafu {
+                    context: "counting a run's newest records",
+                },
+            )?
         } else {
             // Most rows survive, in short stretches: gathering them by position beats copying
             // the stretches one by one.
@@ -631,6 +638,12 @@ mod tests {
                     "seed {seed}"
                 );
                 let count: usize = projected.iter().map(|b| b.num_rows()).sum();
+                assert_eq!(count, got.len(), "seed {seed}");
+                // No column at all: the survivors are counted.
+                let counted = merge_ranked(&runs, &ranks, &spec, Some(&[]))
+                    .unwrap()
+                    .unwrap();
+                let count: usize = counted.iter().map(|b| b.num_rows()).sum();
                 assert_eq!(count, got.len(), "seed {seed}");
             }
         }
