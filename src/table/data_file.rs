@@ -188,7 +188,7 @@ fn load_selected(
     let (columns, part) = (file.columns.as_ref(), file.part.as_ref());
     match (local_file(io, &file.path), cacheable) {
         (Some(local), Some(f)) => {
-            let shared = super::page_cache::SharedFile(Arc::new(local));
+            let shared = local;
             let reader = shared.clone();
             match super::page_cache::read(io, file, target, f, move || Ok(reader))? {
                 Some(batches) => Ok(batches),
@@ -217,13 +217,23 @@ fn load_selected(
     }
 }
 
-/// The open file behind `path` (relative to a local warehouse's root) when it is a Parquet file
-/// there; none otherwise (then the caller reads through the store, which reports any error).
-pub(super) fn local_file(io: &crate::io::FileIo, path: &str) -> Option<std::fs::File> {
+/// The bytes of the file behind `path` (relative to a local warehouse's root) when it is a
+/// Parquet file there, mapped into memory for the read; none otherwise (then the caller reads
+/// through the store, which reports any error).
+///
+/// Mapped, not read: a read decodes straight from the page cache, without copying each column
+/// chunk into a buffer of its own first (a tenth of a scan's time went to that copy). The mapping
+/// lives as long as the read's batches refer to it.
+pub(super) fn local_file(io: &crate::io::FileIo, path: &str) -> Option<Bytes> {
     if path.ends_with(AVRO_SUFFIX) || path.contains("://") {
         return None;
     }
-    io.open_local(path)
+    let file = io.open_local(path)?;
+    // SAFETY: data files are immutable once written and uniquely named: nothing of ours
+    // truncates or rewrites one (expiry unlinks it, which leaves a mapping intact). A file cut
+    // short by hand under a running read is the one way to a fault here.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    Some(Bytes::from_owner(map))
 }
 
 /// The name a target column has in a file written under another schema version (none: the file

@@ -179,28 +179,6 @@ fn opened<'a, R: ChunkReader, F: FnOnce() -> Result<R>>(
     slot.as_ref().ok_or_else(internal)
 }
 
-/// A local file that several readers of one read share (parquet's readers take theirs by value).
-#[derive(Debug, Clone)]
-pub(crate) struct SharedFile(pub(crate) Arc<std::fs::File>);
-
-impl parquet::file::reader::Length for SharedFile {
-    fn len(&self) -> u64 {
-        parquet::file::reader::Length::len(self.0.as_ref())
-    }
-}
-
-impl ChunkReader for SharedFile {
-    type T = <std::fs::File as ChunkReader>::T;
-
-    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        self.0.get_read(start)
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
-        self.0.get_bytes(start, length)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -255,7 +255,7 @@ pub(super) fn load_tested(
     }
     match data_file::local_file(io, &file.path) {
         Some(local) => {
-            let shared = super::page_cache::SharedFile(Arc::new(local));
+            let shared = local;
             tested(file, shared, target, predicate)
         }
         None => {

@@ -219,7 +219,7 @@ const BATCH_ROWS: usize = 64 * 1024;
 
 /// A local Parquet file of a top-N read, opened with its page index.
 struct Opened {
-    file: std::fs::File,
+    file: bytes::Bytes,
     meta: ArrowReaderMetadata,
     /// The row groups of the file's part (all of them for a whole file).
     groups: Vec<usize>,
@@ -234,7 +234,7 @@ impl Opened {
         self,
         chosen: Option<&[bool]>,
     ) -> (
-        ParquetRecordBatchReaderBuilder<std::fs::File>,
+        ParquetRecordBatchReaderBuilder<bytes::Bytes>,
         Option<Vec<u64>>,
     ) {
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(self.file, self.meta)
