@@ -49,6 +49,7 @@ use crate::table::{Overwrite, WriteOptions};
 
 mod encode;
 mod ingest;
+mod started;
 mod tickets;
 
 use encode::{batch_stream, flight_info, ipc_schema, metadata_info, plain_type};
@@ -86,6 +87,8 @@ pub struct TidelakeFlightSql {
     pub(crate) auth: Arc<Authenticator>,
     sql_info: SqlInfoData,
     xdbc: XdbcTypeInfoData,
+    /// Queries begun at their FlightInfo, waiting for their DoGet.
+    started: started::Started,
 }
 
 impl std::fmt::Debug for TidelakeFlightSql {
@@ -100,6 +103,7 @@ impl TidelakeFlightSql {
             auth,
             sql_info: metadata::sql_info(),
             xdbc: metadata::xdbc_types(),
+            started: started::Started::new(),
         }
     }
 
@@ -134,7 +138,17 @@ impl TidelakeFlightSql {
                 handle.count = Some(Self::run_update(engine, &handle, session).await?);
                 crate::sql::count_schema()
             }
-            StatementKind::Query => plain_schema(&schema),
+            StatementKind::Query => {
+                // Begun now: its first batches are under way when the DoGet comes.
+                handle.started = self.started.start(
+                    engine.clone(),
+                    session.clone(),
+                    handle.sql.clone(),
+                    first,
+                    started::owner_key(principal),
+                );
+                plain_schema(&schema)
+            }
         };
         let ticket = TicketStatementQuery {
             statement_handle: handle.seal(seal::Kind::Ticket, principal, &self.auth),
@@ -158,10 +172,21 @@ impl TidelakeFlightSql {
     }
 
     async fn run_ticket(
-        engine: &SqlEngine,
+        &self,
+        principal: &Principal,
         handle: Handle,
         session: &SqlSession,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
+        let engine = &principal.tenant.engine;
+        let owner = started::owner_key(principal);
+        if let Some(begun) = match handle.started {
+            Some(id) => self.started.take(id, &owner).await,
+            None => None,
+        } {
+            let (schema, batches) = begun.map_err(to_status)?;
+            let batches = started::receiver_stream(batches);
+            return Ok(Response::new(encode_stream(plain_schema(&schema), batches)));
+        }
         if let Some(n) = handle.count {
             let batch = RecordBatch::try_new(
                 crate::sql::count_schema(),
@@ -364,7 +389,7 @@ impl FlightSqlService for TidelakeFlightSql {
         let (p, session) = self.session(&request)?;
         let handle = Handle::open(&ticket.statement_handle, seal::Kind::Ticket, &p, &self.auth)?;
         audit_object(&request, || super::audit::statement_object(&handle.sql));
-        Self::run_ticket(&p.tenant.engine, handle, &session).await
+        self.run_ticket(&p, handle, &session).await
     }
 
     async fn do_get_prepared_statement(
@@ -374,7 +399,7 @@ impl FlightSqlService for TidelakeFlightSql {
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let (p, session) = self.session(&request)?;
         let handle = self.prepared(&cmd.prepared_statement_handle, &p)?;
-        Self::run_ticket(&p.tenant.engine, handle, &session).await
+        self.run_ticket(&p, handle, &session).await
     }
 
     async fn get_flight_info_catalogs(
