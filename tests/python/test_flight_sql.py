@@ -226,26 +226,6 @@ def test_ticket_alone_does_not_grant_access(flight_client, flight_options):
     assert flight_client.do_get(info.endpoints[0].ticket, flight_options).read_all().to_pylist() == [{"x": 42}]
 
 
-def test_a_started_query_and_its_ticket_served_again(flight_client, flight_options, uniq):
-    """A query begins when its FlightInfo is asked for. Its ticket's first DoGet takes that
-    query; a second DoGet of the same ticket runs the statement again, with the same rows. FlightInfos
-    never fetched (more than a server keeps waiting) are dropped and their tickets still serve."""
-    name = uniq("started")
-    flight_query(flight_client, flight_options, f"CREATE TABLE default.{name} (id BIGINT)")
-    flight_query(flight_client, flight_options, f"INSERT INTO default.{name} VALUES (1), (2), (3)")
-    sql = f"SELECT id FROM default.{name} ORDER BY id"
-    info = flight_client.get_flight_info(statement_query(sql), flight_options)
-    ticket = info.endpoints[0].ticket
-    want = [{"id": 1}, {"id": 2}, {"id": 3}]
-    assert flight_client.do_get(ticket, flight_options).read_all().to_pylist() == want
-    assert flight_client.do_get(ticket, flight_options).read_all().to_pylist() == want
-    unfetched = [flight_client.get_flight_info(statement_query(sql), flight_options) for _ in range(80)]
-    _, t = flight_query(flight_client, flight_options, f"SELECT count(*) AS n FROM default.{name}")
-    assert t.to_pylist() == [{"n": 3}]
-    for late in (unfetched[0], unfetched[-1]):
-        assert flight_client.do_get(late.endpoints[0].ticket, flight_options).read_all().to_pylist() == want
-
-
 def test_flight_get_schema(flight_client, flight_options):
     schema = flight_client.get_schema(statement_query("SELECT CAST(1 AS INT) AS a, 'b' AS b"), flight_options).schema
     assert schema.names == ["a", "b"]

@@ -49,7 +49,6 @@ use crate::table::{Overwrite, WriteOptions};
 
 mod encode;
 mod ingest;
-mod started;
 mod tickets;
 
 use encode::{batch_stream, flight_info, ipc_schema, metadata_info, plain_type};
@@ -87,8 +86,6 @@ pub struct TidelakeFlightSql {
     pub(crate) auth: Arc<Authenticator>,
     sql_info: SqlInfoData,
     xdbc: XdbcTypeInfoData,
-    /// Queries begun at their FlightInfo, waiting for their DoGet.
-    started: started::Started,
 }
 
 impl std::fmt::Debug for TidelakeFlightSql {
@@ -103,7 +100,6 @@ impl TidelakeFlightSql {
             auth,
             sql_info: metadata::sql_info(),
             xdbc: metadata::xdbc_types(),
-            started: started::Started::new(),
         }
     }
 
@@ -138,17 +134,7 @@ impl TidelakeFlightSql {
                 handle.count = Some(Self::run_update(engine, &handle, session).await?);
                 crate::sql::count_schema()
             }
-            StatementKind::Query => {
-                // Begun now: its first batches are under way when the DoGet comes.
-                handle.started = self.started.start(
-                    engine.clone(),
-                    session.clone(),
-                    handle.sql.clone(),
-                    first,
-                    started::owner_key(principal),
-                );
-                plain_schema(&schema)
-            }
+            StatementKind::Query => plain_schema(&schema),
         };
         let ticket = TicketStatementQuery {
             statement_handle: handle.seal(seal::Kind::Ticket, principal, &self.auth),
@@ -172,21 +158,10 @@ impl TidelakeFlightSql {
     }
 
     async fn run_ticket(
-        &self,
-        principal: &Principal,
+        engine: &SqlEngine,
         handle: Handle,
         session: &SqlSession,
     ) -> std::result::Result<Response<DoGetStream>, Status> {
-        let engine = &principal.tenant.engine;
-        let owner = started::owner_key(principal);
-        if let Some(begun) = match handle.started {
-            Some(id) => self.started.take(id, &owner).await,
-            None => None,
-        } {
-            let (schema, batches) = begun.map_err(to_status)?;
-            let batches = started::receiver_stream(batches);
-            return Ok(Response::new(encode_stream(plain_schema(&schema), batches)));
-        }
         if let Some(n) = handle.count {
             let batch = RecordBatch::try_new(
                 crate::sql::count_schema(),
@@ -389,7 +364,7 @@ impl FlightSqlService for TidelakeFlightSql {
         let (p, session) = self.session(&request)?;
         let handle = Handle::open(&ticket.statement_handle, seal::Kind::Ticket, &p, &self.auth)?;
         audit_object(&request, || super::audit::statement_object(&handle.sql));
-        self.run_ticket(&p, handle, &session).await
+        Self::run_ticket(&p.tenant.engine, handle, &session).await
     }
 
     async fn do_get_prepared_statement(
@@ -399,7 +374,7 @@ impl FlightSqlService for TidelakeFlightSql {
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         let (p, session) = self.session(&request)?;
         let handle = self.prepared(&cmd.prepared_statement_handle, &p)?;
-        self.run_ticket(&p, handle, &session).await
+        Self::run_ticket(&p.tenant.engine, handle, &session).await
     }
 
     async fn get_flight_info_catalogs(

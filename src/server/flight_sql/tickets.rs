@@ -15,9 +15,6 @@ pub(crate) struct Handle {
     /// The count of an update already executed (updates run when their FlightInfo is requested).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) count: Option<i64>,
-    /// The query this server began when its FlightInfo was asked for (`started`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) started: Option<u64>,
 }
 
 fn owner(p: &Principal) -> seal::Owner<'_> {
@@ -34,7 +31,6 @@ impl Handle {
             sql,
             params: None,
             count: None,
-            started: None,
         }
     }
 
