@@ -11,7 +11,6 @@ use arrow::datatypes::{DataType, Int64Type, Int8Type, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
-use parquet::file::statistics::Statistics;
 use snafu::ResultExt;
 
 use super::evolution::{FileColumns, FileRef};
@@ -22,8 +21,10 @@ use crate::spec::binary_row::{self, Datum};
 pub(crate) use parquet_writer::{encode_parquet, EXACT_BOUNDS_KEY, ROW_GROUP_ROWS};
 
 mod parquet_writer;
+mod row_kind;
 use crate::spec::manifest::{DataFileMeta, FileSource, SimpleStats};
 use crate::spec::VALUE_KIND;
+use row_kind::{constant_kind, ConstantKind};
 
 /// Encodes `batch` (in the table's file layout, sorted by key for PK tables) as a Parquet file.
 pub fn encode(
@@ -433,43 +434,6 @@ pub(super) fn decode_projected<R: parquet::file::reader::ChunkReader + 'static>(
     })
 }
 
-/// The one value of a file's row-kind column (leaf `leaf`) in every row, where its footer's
-/// statistics show it: each row group's least and greatest values are that value and it has no
-/// nulls. A file of inserts alone, as most are, is then read without decoding the column. Pure.
-fn constant_kind(md: &parquet::file::metadata::ParquetMetaData, leaf: usize) -> Option<i8> {
-    let mut value = None;
-    for group in md.row_groups() {
-        let Some(Statistics::Int32(stats)) = group.column(leaf).statistics() else {
-            return None;
-        };
-        let (Some(&lo), Some(&hi)) = (stats.min_opt(), stats.max_opt()) else {
-            return None;
-        };
-        if lo != hi || stats.null_count_opt() != Some(0) || value.is_some_and(|v| v != lo) {
-            return None;
-        }
-        value = Some(lo);
-    }
-    i8::try_from(value?).ok()
-}
-
-/// A row-kind column filled in with its file's one value: the target position and the values,
-/// grown to the largest batch read.
-struct ConstantKind {
-    at: usize,
-    value: i8,
-    rows: Int8Array,
-}
-
-impl ConstantKind {
-    fn column(&mut self, n: usize) -> ArrayRef {
-        if self.rows.len() < n {
-            self.rows = Int8Array::from_value(self.value, n);
-        }
-        Arc::new(self.rows.slice(0, n))
-    }
-}
-
 /// A Parquet file's batches in a table's layout, decoded as they are taken: columns are found by
 /// their name in the file, cast where the file chose another type, and null where it has none.
 pub(crate) struct Decoded {
@@ -748,69 +712,4 @@ pub(crate) fn key_ordered_runs(
             files
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow::array::Int64Array;
-    use arrow::datatypes::{Field, Schema};
-    use parquet::arrow::ArrowWriter;
-    use parquet::file::properties::WriterProperties;
-
-    /// A Parquet file of (`_KEY_id`, `_VALUE_KIND`) rows, two rows to a row group.
-    fn file(kinds: &[i8]) -> (Bytes, SchemaRef) {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("_KEY_id", DataType::Int64, false),
-            Field::new(VALUE_KIND, DataType::Int8, false),
-        ]));
-        let batch = RecordBatch::try_new(
-            Arc::clone(&schema),
-            vec![
-                Arc::new(Int64Array::from_iter_values(0..kinds.len() as i64)),
-                Arc::new(Int8Array::from(kinds.to_vec())),
-            ],
-        )
-        .unwrap();
-        let props = WriterProperties::builder()
-            .set_max_row_group_row_count(Some(2))
-            .build();
-        let mut out = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut out, Arc::clone(&schema), Some(props)).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-        (Bytes::from(out), schema)
-    }
-
-    fn constant(kinds: &[i8]) -> Option<i8> {
-        let (bytes, _) = file(kinds);
-        let md = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
-        constant_kind(md.metadata(), 1)
-    }
-
-    #[test]
-    fn a_row_kind_is_constant_only_where_every_row_group_says_so() {
-        assert_eq!(constant(&[0, 0, 0, 0, 0]), Some(0));
-        assert_eq!(constant(&[2, 2, 2]), Some(2));
-        assert_eq!(
-            constant(&[0, 0, 3, 3]),
-            None,
-            "row groups of different kinds"
-        );
-        assert_eq!(constant(&[0, 0, 0, 3]), None, "a row group of two kinds");
-        assert_eq!(constant(&[]), None, "no row group");
-    }
-
-    #[test]
-    fn a_filled_in_row_kind_reads_as_the_decoded_one() {
-        for kinds in [vec![0i8; 5], vec![2; 3], vec![0, 1, 2, 3, 0]] {
-            let (bytes, schema) = file(&kinds);
-            let read = decode("f.parquet", bytes, &schema).unwrap();
-            let got: Vec<i8> = read
-                .iter()
-                .flat_map(|b| b.column(1).as_primitive::<Int8Type>().values().to_vec())
-                .collect();
-            assert_eq!(got, kinds);
-        }
-    }
 }

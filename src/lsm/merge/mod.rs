@@ -10,6 +10,7 @@ pub mod config;
 mod deduplicate;
 mod first_row;
 mod partial_update;
+mod ranked;
 mod sorted;
 pub mod stream;
 

@@ -12,9 +12,9 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, UInt32Array};
-use arrow::buffer::{BooleanBuffer, ScalarBuffer};
-use arrow::compute::{interleave, take_record_batch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use arrow::buffer::ScalarBuffer;
+use arrow::compute::interleave;
 use arrow::datatypes::{DataType, Int32Type, Int64Type, Int8Type};
 use arrow::row::Row;
 use snafu::ResultExt;
@@ -30,7 +30,7 @@ pub(crate) struct SliceKeys<'a, K> {
     pub(crate) kinds: &'a [i8],
 }
 
-fn is_retract(kind: i8) -> bool {
+pub(super) fn is_retract(kind: i8) -> bool {
     RowKind::from_byte(kind).is_some_and(|k| k.is_retract())
 }
 
@@ -339,135 +339,8 @@ pub(super) fn merge_sorted_columns(
     Ok(Some(merged))
 }
 
-/// Merges one chunk of a streaming merge whose slices each hold one run's records at a single
-/// sequence number, `ranks[slice]`, distinct across slices (a read of runs with disjoint sequence
-/// ranges): a key's newest record is then the one in its highest-ranked slice. So a record
-/// survives unless it is a retraction or a higher-ranked slice holds its key (with
-/// `ignore-delete`, holds it as a non-retraction), and no key needs to be grouped: the slices are
-/// visited from the highest rank down, their keys marked in a bitmap over the chunk's key span.
-/// Each slice's survivors come out as one batch of `columns` (all: `None`), without a copy where
-/// all of a slice survives: in key order within a batch, in no order across batches, so only
-/// reads that need no key order use it.
-///
-/// `None` where ranks do not decide (sequence fields, engines other than `deduplicate`, retractions
-/// kept), the key is not one INT or BIGINT column, or the keys are too sparse for a bitmap (its
-/// span over 64 bits per row): [`merge_sorted_columns`] merges those.
-pub(super) fn merge_ranked(
-    slices: &[RecordBatch],
-    ranks: &[i64],
-    spec: &MergeSpec,
-    columns: Option<&[usize]>,
-) -> Result<Option<Vec<RecordBatch>>> {
-    let decides = spec.sequence_columns.is_empty()
-        && spec.config.engine == MergeEngine::Deduplicate
-        && !spec.keep_retracts
-        && spec.key_count == 1;
-    if !decides {
-        return Ok(None);
-    }
-    let Some(keys) = slices.iter().map(int_keys).collect::<Option<Vec<_>>>() else {
-        return Ok(None);
-    };
-    let Some(bits) = key_span(&keys) else {
-        return Ok(None);
-    };
-    let k = spec.key_count;
-    let mut order: Vec<usize> = (0..slices.len()).collect();
-    order.sort_unstable_by_key(|&s| Reverse(ranks[s]));
-    let mut seen = KeySet::new(bits);
-    let mut out = Vec::with_capacity(slices.len());
-    for (i, &s) in order.iter().enumerate() {
-        let kinds = slices[s].column(k + 1).as_primitive::<Int8Type>().values();
-        let (live, kept) = seen.unshadowed(&keys[s], kinds);
-        if i + 1 < order.len() {
-            seen.insert(&keys[s], kinds, spec.config.ignore_delete);
-        }
-        if kept == 0 {
-            continue;
-        }
-        let slice = match columns {
-            Some(cols) => project(&slices[s], cols)?,
-            None => slices[s].clone(),
-        };
-        out.push(if kept == keys[s].len() {
-            slice
-        } else if slice.num_columns() == 0 {
-            let opts = RecordBatchOptions::new().with_row_count(Some(kept));
-            RecordBatch::try_new_with_options(slice.schema(), vec![], &opts).context(
-                ArrowSnafu {
-                    context: "counting a run's newest records",
-                },
-            )?
-        } else {
-            // Most rows survive, in short stretches: gathering them by position beats copying
-            // the stretches one by one.
-            let rows = UInt32Array::from_iter_values(live.set_indices().map(|r| r as u32));
-            take_record_batch(&slice, &rows).context(ArrowSnafu {
-                context: "keeping a run's newest records",
-            })?
-        });
-    }
-    Ok(Some(out))
-}
-
-/// The smallest key of sorted slices and how many bits a bitmap over their key span takes, if
-/// that is at most 64 per row. Pure.
-fn key_span(keys: &[ScalarBuffer<i64>]) -> Option<(i64, usize)> {
-    let lo = keys.iter().filter_map(|k| k.first()).min()?;
-    let hi = keys.iter().filter_map(|k| k.last()).max()?;
-    let rows: usize = keys.iter().map(|k| k.len()).sum();
-    let span = usize::try_from(hi.checked_sub(*lo)?).ok()?.checked_add(1)?;
-    (span <= rows.saturating_mul(64)).then_some((*lo, span))
-}
-
-/// A set of integer keys within a known span, as one bit per key.
-struct KeySet {
-    lo: i64,
-    words: Vec<u64>,
-}
-
-impl KeySet {
-    fn new((lo, span): (i64, usize)) -> Self {
-        KeySet {
-            lo,
-            words: vec![0; span.div_ceil(64)],
-        }
-    }
-
-    /// The bit of `key` (within the span): its word and position.
-    fn at(&self, key: i64) -> (usize, u32) {
-        let offset = key.wrapping_sub(self.lo) as u64;
-        ((offset >> 6) as usize, (offset & 63) as u32)
-    }
-
-    /// Which rows are neither retractions nor in the set, and how many.
-    fn unshadowed(&self, keys: &[i64], kinds: &[i8]) -> (BooleanBuffer, usize) {
-        let mut live = Vec::with_capacity(keys.len().div_ceil(64));
-        let mut kept = 0;
-        for (keys, kinds) in keys.chunks(64).zip(kinds.chunks(64)) {
-            let mut word = 0u64;
-            for (i, (&key, &kind)) in keys.iter().zip(kinds).enumerate() {
-                let (w, b) = self.at(key);
-                let absent = !(self.words[w] >> b) & 1;
-                word |= (absent & u64::from(!is_retract(kind))) << i;
-            }
-            kept += word.count_ones() as usize;
-            live.push(word);
-        }
-        (BooleanBuffer::new(live.into(), 0, keys.len()), kept)
-    }
-
-    /// Adds the keys of `keys` (only of non-retractions with `skip_retracts`).
-    fn insert(&mut self, keys: &[i64], kinds: &[i8], skip_retracts: bool) {
-        for (&key, &kind) in keys.iter().zip(kinds) {
-            let (w, b) = self.at(key);
-            self.words[w] |= u64::from(!(skip_retracts && is_retract(kind))) << b;
-        }
-    }
-}
-
 /// `columns` of `batch`, in that order (none: the row count alone).
-fn project(batch: &RecordBatch, columns: &[usize]) -> Result<RecordBatch> {
+pub(super) fn project(batch: &RecordBatch, columns: &[usize]) -> Result<RecordBatch> {
     let schema = Arc::new(batch.schema().project(columns).context(ArrowSnafu {
         context: "projecting merged rows",
     })?);
@@ -482,13 +355,13 @@ fn project(batch: &RecordBatch, columns: &[usize]) -> Result<RecordBatch> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use arrow::array::StringArray;
     use arrow::row::{RowConverter, SortField};
 
     /// Random sorted runs with unique keys, overlapping sequence numbers and some retractions.
-    fn random_runs(seed: u64, runs: usize) -> Vec<RecordBatch> {
+    pub(in crate::lsm::merge) fn random_runs(seed: u64, runs: usize) -> Vec<RecordBatch> {
         let mut x = seed;
         let mut next = || {
             x = x
@@ -517,7 +390,11 @@ mod tests {
             .collect()
     }
 
-    fn spec(engine: &str, keep_retracts: bool, ignore_delete: bool) -> MergeSpec {
+    pub(in crate::lsm::merge) fn spec(
+        engine: &str,
+        keep_retracts: bool,
+        ignore_delete: bool,
+    ) -> MergeSpec {
         let json = format!(
             r#"{{"id":0,"fields":[{{"id":0,"name":"id","type":"BIGINT NOT NULL"}},{{"id":1,"name":"v","type":"STRING"}}],
                "highestFieldId":1,"primaryKeys":["id"],"options":{{"bucket":"1","merge-engine":"{engine}",
@@ -532,7 +409,7 @@ mod tests {
         }
     }
 
-    fn rows(b: &Option<RecordBatch>) -> Vec<(i64, i64, i8, String)> {
+    pub(in crate::lsm::merge) fn rows(b: &Option<RecordBatch>) -> Vec<(i64, i64, i8, String)> {
         let Some(b) = b else { return vec![] };
         let (k, s) = (b.column(0).as_primitive::<Int64Type>(), b.column(1));
         let (kinds, v) = (b.column(2).as_primitive::<Int8Type>(), b.column(3));
@@ -551,7 +428,7 @@ mod tests {
     }
 
     /// `batch` with every record an insert.
-    fn inserts_only(batch: &RecordBatch) -> RecordBatch {
+    pub(in crate::lsm::merge) fn inserts_only(batch: &RecordBatch) -> RecordBatch {
         let mut columns = batch.columns().to_vec();
         columns[2] = std::sync::Arc::new(arrow::array::Int8Array::from(vec![0; batch.num_rows()]));
         RecordBatch::try_new(batch.schema(), columns).unwrap()
@@ -578,108 +455,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    /// `batch` with every record at sequence number `seq`.
-    fn at_sequence(batch: &RecordBatch, seq: i64) -> RecordBatch {
-        let mut columns = batch.columns().to_vec();
-        columns[1] = Arc::new(arrow::array::Int64Array::from_value(seq, batch.num_rows()));
-        RecordBatch::try_new(batch.schema(), columns).unwrap()
-    }
-
-    #[test]
-    fn ranked_runs_merge_as_the_walk_does() {
-        for seed in 0..40u64 {
-            let n = 1 + (seed as usize % 5);
-            let mut runs = random_runs(seed, n);
-            if seed % 3 == 0 {
-                runs[0] = inserts_only(&runs[0]);
-            }
-            // Each run at one number, ranked in an order of its own.
-            let ranks: Vec<i64> = (0..n)
-                .map(|r| ((r + seed as usize) % n) as i64 * 10)
-                .collect();
-            let runs: Vec<RecordBatch> = runs
-                .iter()
-                .zip(&ranks)
-                .map(|(b, &r)| at_sequence(b, r))
-                .collect();
-            for ignore in [false, true] {
-                let spec = spec("deduplicate", false, ignore);
-                let parts = merge_ranked(&runs, &ranks, &spec, None).unwrap().unwrap();
-                let mut got: Vec<_> = parts.iter().flat_map(|b| rows(&Some(b.clone()))).collect();
-                got.sort();
-                assert_eq!(
-                    got,
-                    rows(&merge_sorted_slices(&runs, &spec).unwrap()),
-                    "seed {seed}, ignore_delete {ignore}"
-                );
-                // Each part is one run's survivors, in key order.
-                for part in &parts {
-                    let keys = part.column(0).as_primitive::<Int64Type>().values();
-                    assert!(keys.windows(2).all(|w| w[0] < w[1]), "seed {seed}");
-                }
-                // A projection keeps its columns in its order.
-                let projected = merge_ranked(&runs, &ranks, &spec, Some(&[3, 0]))
-                    .unwrap()
-                    .unwrap();
-                let names: Vec<String> = projected
-                    .iter()
-                    .flat_map(|b| {
-                        b.schema()
-                            .fields()
-                            .iter()
-                            .map(|f| f.name().clone())
-                            .collect::<Vec<_>>()
-                    })
-                    .collect();
-                assert!(
-                    names.chunks(2).all(|c| c == ["v", "_KEY_id"]),
-                    "seed {seed}"
-                );
-                let count: usize = projected.iter().map(|b| b.num_rows()).sum();
-                assert_eq!(count, got.len(), "seed {seed}");
-                // No column at all: the survivors are counted.
-                let counted = merge_ranked(&runs, &ranks, &spec, Some(&[]))
-                    .unwrap()
-                    .unwrap();
-                let count: usize = counted.iter().map(|b| b.num_rows()).sum();
-                assert_eq!(count, got.len(), "seed {seed}");
-            }
-        }
-    }
-
-    #[test]
-    fn ranks_do_not_decide_sparse_keys_other_engines_or_kept_retractions() {
-        let runs = vec![
-            at_sequence(
-                &super::super::tests::run(&[(0, 0, 0, "a"), (1 << 40, 0, 0, "b")]),
-                2,
-            ),
-            at_sequence(&super::super::tests::run(&[(0, 0, 0, "c")]), 1),
-        ];
-        let ranks = [2, 1];
-        let none = |spec: &MergeSpec| merge_ranked(&runs, &ranks, spec, None).unwrap().is_none();
-        assert!(
-            none(&spec("deduplicate", false, false)),
-            "a span of 2^40 keys"
-        );
-        let dense = &runs[1..];
-        let decided = |spec: &MergeSpec| merge_ranked(dense, &ranks[1..], spec, None).unwrap();
-        assert!(decided(&spec("deduplicate", false, false)).is_some());
-        assert!(decided(&spec("deduplicate", true, false)).is_none());
-        assert!(decided(&spec("first-row", false, false)).is_none());
-    }
-
-    #[test]
-    fn a_key_span_fits_sixty_four_bits_a_row() {
-        let keys = |v: &[i64]| ScalarBuffer::from(v.to_vec());
-        assert_eq!(key_span(&[keys(&[5, 9]), keys(&[7])]), Some((5, 5)));
-        assert_eq!(key_span(&[keys(&[0, 127])]), Some((0, 128)));
-        assert_eq!(key_span(&[keys(&[0, 128])]), None);
-        assert_eq!(key_span(&[keys(&[i64::MIN, i64::MAX])]), None);
-        assert_eq!(key_span(&[keys(&[]), keys(&[-3])]), Some((-3, 1)));
-        assert_eq!(key_span(&[keys(&[])]), None);
     }
 
     #[test]

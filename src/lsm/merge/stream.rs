@@ -10,7 +10,8 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::DataType;
 use arrow::row::{OwnedRow, RowConverter, Rows};
 
-use super::sorted::{int_keys, merge_ranked, merge_sorted_columns};
+use super::ranked::merge_ranked;
+use super::sorted::{int_keys, merge_sorted_columns};
 use super::{encode_keys, key_converter, MergeSpec};
 use crate::error::Result;
 
