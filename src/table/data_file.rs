@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, Array, ArrayRef, AsArray, Int8Array, RecordBatch};
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Int64Type, Int8Type, SchemaRef};
 use bytes::Bytes;
@@ -24,7 +24,8 @@ mod parquet_writer;
 mod row_kind;
 use crate::spec::manifest::{DataFileMeta, FileSource, SimpleStats};
 use crate::spec::VALUE_KIND;
-use row_kind::{constant_kind, ConstantKind};
+use row_kind::constant_kind;
+pub(crate) use row_kind::ConstantColumn;
 
 /// Encodes `batch` (in the table's file layout, sorted by key for PK tables) as a Parquet file.
 pub fn encode(
@@ -189,11 +190,10 @@ fn load_selected(
     let (columns, part) = (file.columns.as_ref(), file.part.as_ref());
     match (local_file(io, &file.path), cacheable) {
         (Some(local), Some(f)) => {
-            let shared = local;
-            let reader = shared.clone();
+            let reader = local.clone();
             match super::page_cache::read(io, file, target, f, move || Ok(reader))? {
                 Some(batches) => Ok(batches),
-                None => decode_parquet(&file.path, shared, target, filter, columns, part),
+                None => decode_parquet(&file.path, local, target, filter, columns, part),
             }
         }
         (Some(local), None) => decode_parquet(&file.path, local, target, filter, columns, part),
@@ -413,11 +413,7 @@ pub(super) fn decode_projected<R: parquet::file::reader::ChunkReader + 'static>(
             let value = constant_kind(builder.metadata(), leaf)?;
             let root = builder.schema().index_of(name).ok()?;
             roots.retain(|&r| r != root);
-            Some(ConstantKind {
-                at,
-                value,
-                rows: Int8Array::from(Vec::<i8>::new()),
-            })
+            Some((at, ConstantColumn::<Int8Type>::new(value)))
         });
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
@@ -442,14 +438,14 @@ pub(crate) struct Decoded {
     target: SchemaRef,
     /// Each target column's name in the file (none: not in the file).
     names: Vec<Option<String>>,
-    /// The row kind, where the file holds one value in every row.
-    kind: Option<ConstantKind>,
+    /// The row kind and its target position, where the file holds one value in every row.
+    kind: Option<(usize, ConstantColumn<Int8Type>)>,
 }
 
 impl Decoded {
     fn conform(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let n = batch.num_rows();
-        let mut kind = self.kind.as_mut().map(|k| (k.at, k.column(n)));
+        let mut kind = self.kind.as_mut().map(|(at, k)| (*at, k.column(n)));
         let columns = self
             .target
             .fields()

@@ -157,23 +157,17 @@ fn merged_output(merged: &RecordBatch, n: usize, output_schema: &SchemaRef) -> R
     )
 }
 
-/// `batch` with an `_SEQUENCE_NUMBER` column of `seq` in every row inserted at `at`, as `schema`:
-/// the rows of a run whose sequence numbers were not decoded
-/// ([`crate::lsm::levels::disjoint_run_sequences`]). `numbers` keeps the column between batches,
-/// sliced to each batch's rows.
+/// `batch` with an `_SEQUENCE_NUMBER` column inserted at `at`, as `schema`: the rows of a run
+/// whose sequence numbers were not decoded ([`crate::lsm::levels::disjoint_run_sequences`]), all
+/// at that run's one number.
 fn with_sequence(
     schema: &SchemaRef,
     batch: RecordBatch,
     at: usize,
-    seq: i64,
-    numbers: &mut arrow::array::Int64Array,
+    numbers: &mut data_file::ConstantColumn<arrow::datatypes::Int64Type>,
 ) -> Result<RecordBatch> {
-    let n = batch.num_rows();
-    if numbers.len() < n {
-        *numbers = arrow::array::Int64Array::from_value(seq, n);
-    }
     let mut columns = batch.columns().to_vec();
-    columns.insert(at, Arc::new(numbers.slice(0, n)));
+    columns.insert(at, numbers.column(batch.num_rows()));
     RecordBatch::try_new(Arc::clone(schema), columns).context(ArrowSnafu {
         context: "a run's sequence numbers",
     })
@@ -645,9 +639,9 @@ impl TableRead {
                     Some((seq, _)) => {
                         let schema = Arc::clone(&file_target);
                         // Grown to the largest batch seen: a point query reads a few rows.
-                        let mut numbers = arrow::array::Int64Array::from(Vec::<i64>::new());
+                        let mut numbers = data_file::ConstantColumn::new(seq);
                         Box::new(stream.map(move |b| {
-                            b.and_then(|b| with_sequence(&schema, b, k, seq, &mut numbers))
+                            b.and_then(|b| with_sequence(&schema, b, k, &mut numbers))
                         })) as crate::lsm::merge::stream::RunStream
                     }
                     None => stream,

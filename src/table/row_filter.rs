@@ -254,10 +254,7 @@ pub(super) fn load_tested(
         )
     }
     match data_file::local_file(io, &file.path) {
-        Some(local) => {
-            let shared = local;
-            tested(file, shared, target, predicate)
-        }
+        Some(local) => tested(file, local, target, predicate),
         None => {
             let bytes = handle.block_on(io.read_data(&file.path))?;
             tested(file, bytes, target, predicate)

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int8Array};
+use arrow::array::{ArrayRef, ArrowPrimitiveType, PrimitiveArray};
 use parquet::file::statistics::Statistics;
 
 /// The one value of a file's row-kind column (leaf `leaf`) in every row, where its footer's
@@ -29,18 +29,25 @@ pub(super) fn constant_kind(
     i8::try_from(value?).ok()
 }
 
-/// A row-kind column filled in with its file's one value: the target position and the values,
-/// grown to the largest batch read.
-pub(super) struct ConstantKind {
-    pub(super) at: usize,
-    pub(super) value: i8,
-    pub(super) rows: Int8Array,
+/// One value in every row of a column, as an array grown to the largest batch seen and sliced to
+/// each batch's rows: a row kind filled in, or the sequence number of a run read without its own.
+pub(crate) struct ConstantColumn<T: ArrowPrimitiveType> {
+    value: T::Native,
+    rows: PrimitiveArray<T>,
 }
 
-impl ConstantKind {
-    pub(super) fn column(&mut self, n: usize) -> ArrayRef {
+impl<T: ArrowPrimitiveType> ConstantColumn<T> {
+    pub(crate) fn new(value: T::Native) -> Self {
+        ConstantColumn {
+            value,
+            rows: PrimitiveArray::<T>::from_value(value, 0),
+        }
+    }
+
+    /// The column for a batch of `n` rows.
+    pub(crate) fn column(&mut self, n: usize) -> ArrayRef {
         if self.rows.len() < n {
-            self.rows = Int8Array::from_value(self.value, n);
+            self.rows = PrimitiveArray::<T>::from_value(self.value, n);
         }
         Arc::new(self.rows.slice(0, n))
     }
@@ -51,8 +58,8 @@ mod tests {
     use super::*;
     use crate::spec::VALUE_KIND;
     use crate::table::data_file::decode;
-    use arrow::array::Int64Array;
     use arrow::array::{AsArray, RecordBatch};
+    use arrow::array::{Int64Array, Int8Array};
     use arrow::datatypes::{DataType, Int8Type, SchemaRef};
     use arrow::datatypes::{Field, Schema};
     use bytes::Bytes;
@@ -88,6 +95,20 @@ mod tests {
         let (bytes, _) = file(kinds);
         let md = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
         constant_kind(md.metadata(), 1)
+    }
+
+    #[test]
+    fn a_constant_column_fits_each_batch() {
+        let mut c = ConstantColumn::<arrow::datatypes::Int64Type>::new(7);
+        for n in [3, 0, 5, 2] {
+            let col = c.column(n);
+            assert_eq!(col.len(), n);
+            assert!(col
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .iter()
+                .all(|&v| v == 7));
+        }
     }
 
     #[test]
