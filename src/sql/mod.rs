@@ -19,6 +19,7 @@ pub mod output_caps;
 mod point;
 mod provider;
 mod scan_exec;
+mod scan_filter;
 mod show;
 mod system;
 

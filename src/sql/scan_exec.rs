@@ -30,6 +30,7 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 
 use super::provider::df_err;
+use super::scan_filter::{self, ColumnTest};
 use crate::table::read::TopKey;
 use crate::table::{Plan, RowPredicate, TableRead};
 
@@ -54,11 +55,13 @@ impl std::fmt::Debug for ScanPartition {
 
 impl ScanPartition {
     /// The partition's rows: with `top`, only those that can be first by its keys (read late);
-    /// with `predicate`, without rows it rejects; at most about `limit` rows.
+    /// with `predicate`, without rows it rejects; only rows that pass `tests`; at most about
+    /// `limit` rows.
     fn execute(
         &self,
         limit: Option<usize>,
         predicate: Option<Arc<dyn RowPredicate>>,
+        tests: Arc<[ColumnTest]>,
         top: Option<&TopN>,
         metrics: &ExecutionPlanMetricsSet,
         partition: usize,
@@ -94,8 +97,9 @@ impl ScanPartition {
                 let cols = reorder.iter().map(|&i| Arc::clone(b.column(i))).collect();
                 let opts =
                     arrow::array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
-                RecordBatch::try_new_with_options(Arc::clone(&schema), cols, &opts)
-                    .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
+                let b = RecordBatch::try_new_with_options(Arc::clone(&schema), cols, &opts)
+                    .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))?;
+                scan_filter::apply(&tests, b).map_err(DataFusionError::Execution)
             })
             .take_while(move |r| {
                 let go = remaining > 0;
@@ -119,6 +123,8 @@ pub(crate) struct TableScanExec {
     limit: Option<usize>,
     /// Dynamic filters of the operators above (their bar is read as the scan goes).
     dynamic: Vec<Arc<dyn PhysicalExpr>>,
+    /// Conjuncts of the filter above that the scan decides itself (the filter no longer does).
+    tests: Arc<[ColumnTest]>,
     /// The top-N a sort with a fetch above wants ([`TopNIntoScan`]).
     top: Option<TopN>,
     properties: Arc<PlanProperties>,
@@ -154,6 +160,7 @@ impl TableScanExec {
             partitions,
             limit,
             dynamic: Vec::new(),
+            tests: Arc::from([]),
             top: None,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -206,6 +213,10 @@ impl DisplayAs for TableScanExec {
         }
         if let Some(limit) = self.limit {
             write!(f, ", fetch={limit}")?;
+        }
+        if !self.tests.is_empty() {
+            let tests: Vec<String> = self.tests.iter().map(ToString::to_string).collect();
+            write!(f, ", filters=[{}]", tests.join(", "))?;
         }
         for e in &self.dynamic {
             write!(f, ", row_filter={e}")?;
@@ -274,7 +285,9 @@ impl ExecutionPlan for TableScanExec {
             Some(p) => Ok(make_cooperative(p.execute(
                 self.limit,
                 self.predicate(),
-                self.top.as_ref(),
+                Arc::clone(&self.tests),
+                // A late read by the top-N's keys alone would miss rows the tests drop.
+                self.top.as_ref().filter(|_| self.tests.is_empty()),
                 &self.metrics,
                 partition,
             ))),
@@ -301,8 +314,9 @@ impl ExecutionPlan for TableScanExec {
         }))
     }
 
-    /// Dynamic filters are kept for the read (reported as not pushed: the operators above still
-    /// apply them); static filters were already pushed when the scan was planned.
+    /// A filter's conjuncts that compare a column with a literal are taken as [`ColumnTest`]s
+    /// (reported as pushed: the filter above drops them). Dynamic filters are kept for the read
+    /// (reported as not pushed: the operators above still apply them).
     fn handle_child_pushdown_result(
         &self,
         phase: FilterPushdownPhase,
@@ -310,19 +324,27 @@ impl ExecutionPlan for TableScanExec {
         _config: &ConfigOptions,
     ) -> datafusion::common::Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
         let mut dynamic = self.dynamic.clone();
+        let mut tests = self.tests.to_vec();
         let filters = child_pushdown_result
             .parent_filters
             .into_iter()
             .map(|f| {
                 if phase == FilterPushdownPhase::Post && is_dynamic(&f.filter) {
                     dynamic.push(f.filter);
+                } else if phase == FilterPushdownPhase::Pre {
+                    if let Some(test) = ColumnTest::of(&f.filter, &self.schema) {
+                        tests.push(test);
+                        return PushedDown::Yes;
+                    }
                 }
                 PushedDown::No
             })
             .collect();
-        let updated = (dynamic.len() > self.dynamic.len()).then(|| {
+        let changed = dynamic.len() > self.dynamic.len() || tests.len() > self.tests.len();
+        let updated = changed.then(|| {
             Arc::new(Self {
                 dynamic,
+                tests: tests.into(),
                 ..self.clone()
             }) as Arc<dyn ExecutionPlan>
         });
@@ -405,6 +427,9 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for TopNIntoScan {
             let Some(scan) = sort.input().downcast_ref::<TableScanExec>() else {
                 return Ok(Transformed::no(node));
             };
+            if !scan.tests.is_empty() {
+                return Ok(Transformed::no(node));
+            }
             let Some(top) = top_n_of(sort) else {
                 return Ok(Transformed::no(node));
             };
