@@ -26,3 +26,4 @@ mod parsers;
 mod postpone;
 mod s3;
 mod sql;
+mod sql_filters;

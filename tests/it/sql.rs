@@ -49,7 +49,7 @@ fn column_type(t: &DataType) -> DefaultColumnType {
     }
 }
 
-fn render(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+pub(crate) fn render(batches: &[RecordBatch]) -> Vec<Vec<String>> {
     let opts = FormatOptions::default().with_null("NULL");
     let mut rows = Vec::new();
     for b in batches {
@@ -164,7 +164,7 @@ async fn slt_files() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
-async fn run(engine: &SqlEngine, sql: &str) -> Vec<RecordBatch> {
+pub(crate) async fn run(engine: &SqlEngine, sql: &str) -> Vec<RecordBatch> {
     let out = engine
         .execute(&SqlSession::default(), sql, &[])
         .await
@@ -173,7 +173,7 @@ async fn run(engine: &SqlEngine, sql: &str) -> Vec<RecordBatch> {
 }
 
 /// A fresh warehouse with database `default`, and an engine over it.
-async fn engine_with_default_db() -> (Scratch, SqlEngine) {
+pub(crate) async fn engine_with_default_db() -> (Scratch, SqlEngine) {
     let s = Scratch::new();
     s.catalog.create_database("default", true).await.unwrap();
     let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
@@ -181,7 +181,7 @@ async fn engine_with_default_db() -> (Scratch, SqlEngine) {
 }
 
 /// The plan DataFusion runs for `sql`, as EXPLAIN prints it.
-async fn explain(engine: &SqlEngine, sql: &str) -> String {
+pub(crate) async fn explain(engine: &SqlEngine, sql: &str) -> String {
     render(&run(engine, &format!("EXPLAIN ANALYZE {sql}")).await)
         .into_iter()
         .map(|r| r.join(" "))
