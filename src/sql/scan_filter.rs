@@ -6,8 +6,8 @@
 //! - The test runs on the scan's output batches, after any merge, so it holds for every kind of
 //!   table (a value column of a primary-key table is tested on the merged row, as the filter above
 //!   did).
-//! - Semantics are DataFusion's own: arrow's comparison kernels for integer, decimal and temporal
-//!   columns (what DataFusion calls), and for floating-point columns the total order on values
+//! - Semantics are DataFusion's own: arrow's comparison kernels for integer, decimal, temporal and
+//!   string columns (what DataFusion calls), and for floating-point columns the total order on values
 //!   with `-0.0` read as `+0.0` (DataFusion normalizes both sides before the same kernels). That
 //!   float test is one pass computing the order key of each value, where DataFusion scans the
 //!   column for `-0.0` first and then compares.
@@ -41,8 +41,9 @@ impl std::fmt::Display for ColumnTest {
 }
 
 impl ColumnTest {
-    /// The test `expr` is, over a scan yielding `schema`: a comparison of one of its primitive
-    /// columns with a literal of the column's very type (either side); none for anything else.
+    /// The test `expr` is, over a scan yielding `schema`: a comparison of one of its primitive or
+    /// string columns with a literal of the column's very type (either side); none for anything
+    /// else.
     pub(crate) fn of(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Self> {
         let binary = expr.downcast_ref::<BinaryExpr>()?;
         let (column, op, literal) = match (
@@ -69,7 +70,11 @@ impl ColumnTest {
         }
         let field = schema.fields().get(column.index())?;
         let ty = field.data_type();
-        let comparable = ty.is_primitive() && !matches!(ty, DataType::Float16);
+        let comparable = (ty.is_primitive() && !matches!(ty, DataType::Float16))
+            || matches!(
+                ty,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            );
         if field.name() != column.name() || !comparable || literal.value().data_type() != *ty {
             return None;
         }
@@ -333,6 +338,27 @@ mod tests {
     }
 
     #[test]
+    fn string_tests_decide_as_datafusion_does() {
+        let values = vec![
+            Some("b"),
+            None,
+            Some(""),
+            Some("ab"),
+            Some("b "),
+            Some("é"),
+            Some("B"),
+        ];
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Utf8, true)]));
+        let column = Arc::new(arrow::array::StringArray::from(values.clone()));
+        let batch = RecordBatch::try_new(schema, vec![column]).unwrap();
+        let literals: Vec<ScalarValue> = values
+            .iter()
+            .map(|v| ScalarValue::Utf8(v.map(str::to_string)))
+            .collect();
+        check(&batch, &literals);
+    }
+
+    #[test]
     fn only_a_column_against_a_literal_of_its_type_is_taken() {
         let schema = Schema::new(vec![
             Field::new("x", DataType::Int32, true),
@@ -355,8 +381,8 @@ mod tests {
         assert!(!taken(
             binary(Arc::clone(&x), Operator::Plus, int(3), &schema).unwrap()
         ));
-        let text = lit(ScalarValue::Utf8(Some("a".into())));
-        assert!(!taken(binary(s, Operator::Eq, text, &schema).unwrap()));
+        let text = lit(ScalarValue::LargeUtf8(Some("a".into())));
+        assert!(!taken(Arc::new(BinaryExpr::new(s, Operator::Eq, text))));
         assert!(!taken(
             binary(Arc::clone(&x), Operator::Eq, x, &schema).unwrap()
         ));

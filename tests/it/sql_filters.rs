@@ -82,6 +82,33 @@ async fn filters_decided_by_the_scan_answer_as_datafusion_does() {
         plan.contains("filters=[v < 1]") && plan.contains("FilterExec"),
         "{plan}"
     );
+    // Strings: arrow's kernels, as DataFusion applies them.
+    run(&engine, "CREATE TABLE t (id BIGINT NOT NULL, s STRING)").await;
+    run(
+        &engine,
+        "INSERT INTO t VALUES (1, 'b'), (2, NULL), (3, ''), (4, 'ab'), (5, 'B'), (6, 'é'), (7, 'b ')",
+    )
+    .await;
+    let all = run(&engine, "SELECT * FROM t").await;
+    ctx.register_table(
+        "t",
+        Arc::new(MemTable::try_new(all[0].schema(), vec![all]).unwrap()),
+    )
+    .unwrap();
+    for sql in [
+        "SELECT id FROM t WHERE s = 'b' ORDER BY id",
+        "SELECT id FROM t WHERE s > 'a' ORDER BY id",
+        "SELECT id FROM t WHERE '' <> s ORDER BY id",
+        "SELECT id FROM t WHERE s <= 'b' AND s LIKE '%b%' ORDER BY id",
+    ] {
+        let want = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        assert_eq!(render(&run(&engine, sql).await), render(&want), "{sql}");
+    }
+    let plan = explain(&engine, "SELECT id FROM t WHERE s > 'a'").await;
+    assert!(
+        plan.contains("filters=[s > a]") && !plan.contains("FilterExec"),
+        "{plan}"
+    );
     // One partition: the sort sits right on the scan. Read late by `v` alone, the two largest
     // would be rows the filter drops.
     run(&engine, "CREATE TABLE one (id BIGINT NOT NULL, v DOUBLE)").await;
