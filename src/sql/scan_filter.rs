@@ -92,15 +92,28 @@ impl ColumnTest {
             .columns()
             .get(self.column)
             .ok_or_else(|| format!("no column {} to test {self}", self.column))?;
+        let mistyped = || {
+            format!(
+                "column {} is {}, not as tested by {self}",
+                self.column,
+                values.data_type()
+            )
+        };
         let tested = match self.literal {
             ScalarValue::Float64(Some(l)) => Some(float_test(
-                values.as_primitive::<Float64Type>().values(),
+                values
+                    .as_primitive_opt::<Float64Type>()
+                    .ok_or_else(mistyped)?
+                    .values(),
                 self.op,
                 f64_key(l),
                 |v| f64_key(*v),
             )),
             ScalarValue::Float32(Some(l)) => Some(float_test(
-                values.as_primitive::<Float32Type>().values(),
+                values
+                    .as_primitive_opt::<Float32Type>()
+                    .ok_or_else(mistyped)?
+                    .values(),
                 self.op,
                 f32_key(l),
                 |v| f32_key(*v),
