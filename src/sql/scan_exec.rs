@@ -167,6 +167,12 @@ impl TableScanExec {
         }
     }
 
+    /// The top-N read late, if any: none where the scan also has tests, since a late read picks
+    /// rows by the top-N's keys alone and the tests could then drop them.
+    fn late_top(&self) -> Option<&TopN> {
+        self.top.as_ref().filter(|_| self.tests.is_empty())
+    }
+
     /// The row predicate of the pushed dynamic filters (all must hold); none without any, or
     /// when one reads a column the scan does not yield.
     fn predicate(&self) -> Option<Arc<dyn RowPredicate>> {
@@ -221,7 +227,7 @@ impl DisplayAs for TableScanExec {
         for e in &self.dynamic {
             write!(f, ", row_filter={e}")?;
         }
-        if let Some(top) = &self.top {
+        if let Some(top) = self.late_top() {
             let keys: Vec<&str> = top.keys.iter().map(|k| k.column.as_str()).collect();
             write!(f, ", top_n={} by [{}]", top.n, keys.join(", "))?;
         }
@@ -286,8 +292,7 @@ impl ExecutionPlan for TableScanExec {
                 self.limit,
                 self.predicate(),
                 Arc::clone(&self.tests),
-                // A late read by the top-N's keys alone would miss rows the tests drop.
-                self.top.as_ref().filter(|_| self.tests.is_empty()),
+                self.late_top(),
                 &self.metrics,
                 partition,
             ))),
@@ -427,9 +432,6 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for TopNIntoScan {
             let Some(scan) = sort.input().downcast_ref::<TableScanExec>() else {
                 return Ok(Transformed::no(node));
             };
-            if !scan.tests.is_empty() {
-                return Ok(Transformed::no(node));
-            }
             let Some(top) = top_n_of(sort) else {
                 return Ok(Transformed::no(node));
             };

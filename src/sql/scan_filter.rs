@@ -409,17 +409,15 @@ mod tests {
         )
         .unwrap();
         let x = col("x", &schema).unwrap();
-        let tests: Vec<ColumnTest> = [(Operator::Gt, 2), (Operator::Lt, 9)]
-            .into_iter()
-            .map(|(op, v)| {
-                ColumnTest::of(
-                    &binary(Arc::clone(&x), op, int(v), &schema).unwrap(),
-                    &schema,
-                )
-            })
-            .collect::<Option<_>>()
-            .unwrap();
-        let kept = apply(&tests, batch).unwrap();
+        let tests = |of: &[(Operator, i32)]| -> Vec<ColumnTest> {
+            of.iter()
+                .map(|&(op, v)| {
+                    let e = binary(Arc::clone(&x), op, int(v), &schema).unwrap();
+                    ColumnTest::of(&e, &schema).unwrap()
+                })
+                .collect()
+        };
+        let kept = apply(&tests(&[(Operator::Gt, 2), (Operator::Lt, 9)]), batch).unwrap();
         assert_eq!(
             kept.column(1)
                 .as_string::<i32>()
@@ -439,17 +437,8 @@ mod tests {
             ],
         )
         .unwrap();
-        let tests: Vec<ColumnTest> = [(Operator::Lt, 10), (Operator::Gt, 3), (Operator::NotEq, 7)]
-            .into_iter()
-            .map(|(op, v)| {
-                ColumnTest::of(
-                    &binary(Arc::clone(&x), op, int(v), &schema).unwrap(),
-                    &schema,
-                )
-            })
-            .collect::<Option<_>>()
-            .unwrap();
-        let kept = apply(&tests, many).unwrap();
+        let few_left = tests(&[(Operator::Lt, 10), (Operator::Gt, 3), (Operator::NotEq, 7)]);
+        let kept = apply(&few_left, many).unwrap();
         let values: Vec<i32> = kept
             .column(0)
             .as_primitive::<arrow::datatypes::Int32Type>()

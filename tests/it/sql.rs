@@ -8,6 +8,8 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::DataType;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
 use sqllogictest::{DBOutput, DefaultColumnType};
 use tidelake::sql::{SqlEngine, SqlSession, StatementKind};
 use tidelake::Catalog;
@@ -180,6 +182,22 @@ pub(crate) async fn engine_with_default_db() -> (Scratch, SqlEngine) {
     (s, engine)
 }
 
+/// `table`'s rows as they read now, registered under its name in `ctx` (a DataFusion session
+/// over memory), so queries can be checked against DataFusion's own answers; how many rows.
+pub(crate) async fn mirror(engine: &SqlEngine, ctx: &SessionContext, table: &str) -> usize {
+    let all = run(engine, &format!("SELECT * FROM {table}")).await;
+    let rows = all.iter().map(RecordBatch::num_rows).sum();
+    let copy = MemTable::try_new(all[0].schema(), vec![all]).unwrap();
+    ctx.register_table(table, Arc::new(copy)).unwrap();
+    rows
+}
+
+/// Asserts that `sql` answers as DataFusion does over the tables mirrored in `ctx`.
+pub(crate) async fn answers_as_datafusion(engine: &SqlEngine, ctx: &SessionContext, sql: &str) {
+    let want = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    assert_eq!(render(&run(engine, sql).await), render(&want), "{sql}");
+}
+
 /// The plan DataFusion runs for `sql`, as EXPLAIN prints it.
 pub(crate) async fn explain(engine: &SqlEngine, sql: &str) -> String {
     render(&run(engine, &format!("EXPLAIN ANALYZE {sql}")).await)
@@ -195,8 +213,6 @@ pub(crate) async fn explain(engine: &SqlEngine, sql: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_files_are_read_in_parts_and_answer_as_datafusion_does() {
     use arrow::array::{Float64Array, Int64Array, StringArray};
-    use datafusion::datasource::MemTable;
-    use datafusion::prelude::SessionContext;
     let (s, engine) = engine_with_default_db().await;
     run(
         &engine,
@@ -231,14 +247,7 @@ async fn large_files_are_read_in_parts_and_answer_as_datafusion_does() {
             .unwrap();
     }
     let ctx = SessionContext::new();
-    let all = run(&engine, "SELECT * FROM big").await;
-    let rows: usize = all.iter().map(RecordBatch::num_rows).sum();
-    assert_eq!(rows, 701_000);
-    ctx.register_table(
-        "big",
-        Arc::new(MemTable::try_new(all[0].schema(), vec![all]).unwrap()),
-    )
-    .unwrap();
+    assert_eq!(mirror(&engine, &ctx, "big").await, 701_000);
     let queries = [
         "SELECT count(*), sum(id), count(v), sum(v), count(DISTINCT s) FROM big",
         "SELECT s, count(*), min(id), max(v) FROM big GROUP BY s ORDER BY s",
@@ -250,8 +259,7 @@ async fn large_files_are_read_in_parts_and_answer_as_datafusion_does() {
         "SELECT count(*), sum(v) FROM big WHERE v < 1000.0 AND id > 1000",
     ];
     for sql in queries {
-        let want = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-        assert_eq!(render(&run(&engine, sql).await), render(&want), "{sql}");
+        answers_as_datafusion(&engine, &ctx, sql).await;
     }
     // With two cores or more the big file is cut into its three row groups; the small one stays
     // whole. With one, nothing is cut.
@@ -602,8 +610,6 @@ async fn point_queries_answer_as_datafusion_does() {
 /// after a full compaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_n_answers_as_datafusion_does_over_all_rows() {
-    use datafusion::datasource::MemTable;
-    use datafusion::prelude::SessionContext;
     let (_s, engine) = engine_with_default_db().await;
     run(
         &engine,
@@ -664,10 +670,7 @@ async fn top_n_answers_as_datafusion_does_over_all_rows() {
             run(&engine, "CALL sys.compact('pk', 'full')").await;
         }
         let ctx = SessionContext::new();
-        let all = run(&engine, &format!("SELECT * FROM {t}")).await;
-        let schema = all[0].schema();
-        ctx.register_table(t, Arc::new(MemTable::try_new(schema, vec![all]).unwrap()))
-            .unwrap();
+        mirror(&engine, &ctx, t).await;
         let extra = if t == "ap" {
             vec!["SELECT id, w FROM ap ORDER BY w DESC NULLS LAST, id LIMIT 8"]
         } else {

@@ -1,8 +1,8 @@
 //! Filters the table scan decides itself (`sql::scan_filter`), against DataFusion's answers.
 
-use std::sync::Arc;
+use datafusion::prelude::SessionContext;
 
-use crate::sql::{engine_with_default_db, explain, render, run};
+use crate::sql::{answers_as_datafusion, engine_with_default_db, explain, mirror, render, run};
 
 /// Comparisons of a column with a literal are decided by the scan (the filter above goes), with
 /// DataFusion's answers: odd floats (both zeros, NaNs, infinities, nulls), integers, a value
@@ -11,8 +11,6 @@ use crate::sql::{engine_with_default_db, explain, render, run};
 /// the sort keys alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filters_decided_by_the_scan_answer_as_datafusion_does() {
-    use datafusion::datasource::MemTable;
-    use datafusion::prelude::SessionContext;
     let (_s, engine) = engine_with_default_db().await;
     run(
         &engine,
@@ -49,13 +47,8 @@ async fn filters_decided_by_the_scan_answer_as_datafusion_does() {
     .await;
     // Updated rows: their older versions (v = 0.5) would pass `v < 1.0`; the newest do not.
     run(&engine, "UPDATE f SET v = 7.0 WHERE id % 10 = 8").await;
-    let all = run(&engine, "SELECT * FROM f").await;
     let ctx = SessionContext::new();
-    ctx.register_table(
-        "f",
-        Arc::new(MemTable::try_new(all[0].schema(), vec![all]).unwrap()),
-    )
-    .unwrap();
+    mirror(&engine, &ctx, "f").await;
     let queries = [
         "SELECT id FROM f WHERE v < 1.0 ORDER BY id",
         "SELECT id FROM f WHERE v >= 0.0 ORDER BY id",
@@ -70,8 +63,7 @@ async fn filters_decided_by_the_scan_answer_as_datafusion_does() {
         "SELECT id FROM f WHERE k = NULL",
     ];
     for sql in queries {
-        let want = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-        assert_eq!(render(&run(&engine, sql).await), render(&want), "{sql}");
+        answers_as_datafusion(&engine, &ctx, sql).await;
     }
     let plan = explain(&engine, "SELECT id FROM f WHERE v < 1.0 AND k > 5").await;
     assert!(plan.contains("filters=[v < 1, k > 5]"), "{plan}");
@@ -89,20 +81,14 @@ async fn filters_decided_by_the_scan_answer_as_datafusion_does() {
         "INSERT INTO t VALUES (1, 'b'), (2, NULL), (3, ''), (4, 'ab'), (5, 'B'), (6, 'é'), (7, 'b ')",
     )
     .await;
-    let all = run(&engine, "SELECT * FROM t").await;
-    ctx.register_table(
-        "t",
-        Arc::new(MemTable::try_new(all[0].schema(), vec![all]).unwrap()),
-    )
-    .unwrap();
+    mirror(&engine, &ctx, "t").await;
     for sql in [
         "SELECT id FROM t WHERE s = 'b' ORDER BY id",
         "SELECT id FROM t WHERE s > 'a' ORDER BY id",
         "SELECT id FROM t WHERE '' <> s ORDER BY id",
         "SELECT id FROM t WHERE s <= 'b' AND s LIKE '%b%' ORDER BY id",
     ] {
-        let want = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-        assert_eq!(render(&run(&engine, sql).await), render(&want), "{sql}");
+        answers_as_datafusion(&engine, &ctx, sql).await;
     }
     let plan = explain(&engine, "SELECT id FROM t WHERE s > 'a'").await;
     assert!(
