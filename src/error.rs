@@ -1,8 +1,10 @@
 //! The crate's error type: every variant names the object involved (table, file, snapshot) and
 //! carries the source location where it was raised, so one log line reads like a stack trace.
 //!
-//! Errors are classified once by [`Error::kind`]; commit retries and (later) the gRPC status
-//! mapping act on the kind only.
+//! Errors are classified once, by [`Error::kind`]: commit retries ([`Error::is_retryable`]), the
+//! gRPC status mapping (`server/status.rs`) and the REST catalog's HTTP statuses act on the kind
+//! only. A user's mistake is InvalidArgument (or NotFound, AlreadyExists, ...); a broken invariant
+//! of tidelake's own, an Arrow error on its own batches included, is Internal.
 
 use snafu::{Location, Snafu};
 
@@ -178,7 +180,7 @@ impl Error {
             Error::Json { .. } | Error::Parquet { .. } | Error::Corrupt { .. } => {
                 ErrorKind::Internal
             }
-            Error::Arrow { source, .. } => arrow_kind(source),
+            Error::Arrow { source, .. } => own_arrow_kind(source),
             Error::Query { source, .. } => query_kind(source),
             Error::NotFound { .. } => ErrorKind::NotFound,
             Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
@@ -227,17 +229,54 @@ fn query_kind(e: &datafusion::error::DataFusionError) -> ErrorKind {
     }
 }
 
-/// The kind of an Arrow error: bad data, unless it carries an error of ours or the engine's.
+/// The kind of an Arrow error a statement's own computation raised (inside DataFusion): the
+/// user's data or expression is wrong (a cast, a parse, a division by zero, an overflow, an
+/// invalid argument), unless it carries an error of ours or the engine's, or is one of Arrow's
+/// limits.
 fn arrow_kind(e: &arrow::error::ArrowError) -> ErrorKind {
+    use arrow::error::ArrowError as A;
     match e {
-        arrow::error::ArrowError::ExternalError(b) => match b.downcast_ref::<Error>() {
-            Some(ours) => ours.kind(),
-            None => match b.downcast_ref::<datafusion::error::DataFusionError>() {
-                Some(d) => query_kind(d),
-                None => ErrorKind::Internal,
-            },
+        A::ExternalError(b) => external_kind(b.as_ref()),
+        A::NotYetImplemented(_) => ErrorKind::Unsupported,
+        A::MemoryError(_)
+        | A::OffsetOverflowError(_)
+        | A::DictionaryKeyOverflowError
+        | A::RunEndIndexOverflowError => ErrorKind::ResourceExhausted,
+        A::CastError(_)
+        | A::ParseError(_)
+        | A::InvalidArgumentError(_)
+        | A::ComputeError(_)
+        | A::DivideByZero
+        | A::ArithmeticOverflow(_)
+        | A::CsvError(_)
+        | A::JsonError(_)
+        | A::IpcError(_) => ErrorKind::InvalidArgument,
+        _ => ErrorKind::Internal,
+    }
+}
+
+/// The kind of an Arrow error raised by tidelake's own work on its own batches (merging,
+/// reading, routing, concatenating): a broken invariant, so Internal, unless it carries an error
+/// of ours or the engine's, or is one of Arrow's limits. Where user input reaches an Arrow call
+/// (a batch that does not match the table), the caller raises InvalidArgument itself.
+fn own_arrow_kind(e: &arrow::error::ArrowError) -> ErrorKind {
+    use arrow::error::ArrowError as A;
+    match e {
+        A::ExternalError(b) => external_kind(b.as_ref()),
+        A::NotYetImplemented(_) => ErrorKind::Unsupported,
+        A::MemoryError(_) | A::OffsetOverflowError(_) => ErrorKind::ResourceExhausted,
+        _ => ErrorKind::Internal,
+    }
+}
+
+/// The kind of an error Arrow carries for someone else: ours, or the engine's.
+fn external_kind(b: &(dyn std::error::Error + Send + Sync + 'static)) -> ErrorKind {
+    match b.downcast_ref::<Error>() {
+        Some(ours) => ours.kind(),
+        None => match b.downcast_ref::<datafusion::error::DataFusionError>() {
+            Some(d) => query_kind(d),
+            None => ErrorKind::Internal,
         },
-        _ => ErrorKind::InvalidArgument,
     }
 }
 
@@ -261,3 +300,42 @@ macro_rules! invalid {
     };
 }
 pub(crate) use invalid;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{ArrayRef, Int32Array, StringArray};
+    use arrow::error::ArrowError;
+    use datafusion::error::DataFusionError;
+    use snafu::{IntoError, ResultExt};
+
+    #[test]
+    fn arrow_errors_on_our_own_batches_are_bugs_and_on_user_computations_bad_input() {
+        // tidelake's own concatenation of batches that should agree: a broken invariant.
+        let a: ArrayRef = std::sync::Arc::new(Int32Array::from(vec![1]));
+        let b: ArrayRef = std::sync::Arc::new(StringArray::from(vec!["x"]));
+        let ours = arrow::compute::concat(&[a.as_ref(), b.as_ref()])
+            .context(ArrowSnafu {
+                context: "concatenating runs",
+            })
+            .unwrap_err();
+        assert_eq!(ours.kind(), ErrorKind::Internal);
+        // The same refusal inside a user's query (DataFusion evaluating their expression).
+        let cast = DataFusionError::ArrowError(
+            Box::new(ArrowError::CastError("cannot cast 'x' to Int32".into())),
+            None,
+        );
+        let query = QuerySnafu { message: "query" }.into_error(Box::new(cast));
+        assert_eq!(query.kind(), ErrorKind::InvalidArgument);
+        // Arrow carrying one of ours keeps our kind, whichever side raised it.
+        let inner = ArrowError::ExternalError(Box::new(of_kind(ErrorKind::NotFound, "gone")));
+        let wrapped = Err::<(), _>(inner)
+            .context(ArrowSnafu { context: "reading" })
+            .unwrap_err();
+        assert_eq!(wrapped.kind(), ErrorKind::NotFound);
+        let limit = Err::<(), _>(ArrowError::MemoryError("too big".into()))
+            .context(ArrowSnafu { context: "reading" })
+            .unwrap_err();
+        assert_eq!(limit.kind(), ErrorKind::ResourceExhausted);
+    }
+}

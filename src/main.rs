@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use tidelake::table::maintenance::{self, Outcome, Request};
+use tidelake::table::maintenance;
 use tidelake::table::{Overwrite, SnapshotSelector, WriteOptions};
 use tidelake::{Catalog, Identifier, TableDefinition};
 
@@ -46,30 +46,6 @@ enum OutputFormat {
     Table,
     Jsonl,
     Csv,
-}
-
-#[derive(Debug, Subcommand)]
-enum TagAction {
-    /// Tag a snapshot (the latest by default).
-    Create {
-        /// The table, as DATABASE.TABLE.
-        table: String,
-        /// The tag's name.
-        name: String,
-        /// The snapshot id.
-        #[arg(long)]
-        snapshot_id: Option<i64>,
-    },
-    List {
-        /// The table, as DATABASE.TABLE.
-        table: String,
-    },
-    Delete {
-        /// The table, as DATABASE.TABLE.
-        table: String,
-        /// The tag's name.
-        name: String,
-    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -202,81 +178,8 @@ enum Command {
         #[arg(long)]
         limit: Option<usize>,
     },
-    /// Compact a table: what the universal picker selects, or everything with --full.
-    Compact {
-        /// The table, as DATABASE.TABLE.
-        table: String,
-        /// Rewrite every bucket into one sorted run at the top level (drops deletes).
-        #[arg(long)]
-        full: bool,
-        /// Only partitions with KEY=VALUE (repeatable).
-        #[arg(long = "partition", value_name = "KEY=VALUE")]
-        partitions: Vec<String>,
-    },
-    /// Expire snapshots by the table's retention options (overridable here).
-    Expire {
-        /// The table, as DATABASE.TABLE.
-        table: String,
-        /// Keep at least this many snapshots (default: the table's snapshot.num-retained.min).
-        #[arg(long)]
-        retain_min: Option<i64>,
-        /// Keep at most this many snapshots (default: the table's snapshot.num-retained.max).
-        #[arg(long)]
-        retain_max: Option<i64>,
-        /// Keep snapshots younger than this, e.g. `1 h`, `30 min`, `0 ms`.
-        #[arg(long)]
-        older_than: Option<String>,
-        /// Expire at most this many snapshots in this run.
-        #[arg(long)]
-        max_deletes: Option<i64>,
-    },
-    /// Expire long-lived changelogs (a decoupled changelog lifecycle); unset limits keep all.
-    ExpireChangelogs {
-        /// The table, as DATABASE.TABLE.
-        table: String,
-        /// Keep at most this many changelogs (unset: no count limit).
-        #[arg(long)]
-        retain_max: Option<i64>,
-        /// Keep at least this many changelogs (unset: 1).
-        #[arg(long)]
-        retain_min: Option<i64>,
-        /// e.g. `1 h`: younger changelogs are kept.
-        #[arg(long)]
-        older_than: Option<String>,
-        /// Expire at most this many in this run.
-        #[arg(long)]
-        max_deletes: Option<i64>,
-        /// Remove every long-lived changelog.
-        #[arg(long)]
-        delete_all: bool,
-    },
-    /// Create, list or delete tags.
-    Tag {
-        #[command(subcommand)]
-        action: TagAction,
-    },
-    /// Roll a table back to a snapshot or a tag.
-    Rollback {
-        /// The table, as DATABASE.TABLE.
-        table: String,
-        /// The snapshot id.
-        #[arg(long, conflicts_with = "tag", required_unless_present = "tag")]
-        snapshot_id: Option<i64>,
-        /// The tag.
-        #[arg(long)]
-        tag: Option<String>,
-    },
-    /// Remove files no snapshot or tag references (dry run unless --delete).
-    Orphans {
-        /// The table, as DATABASE.TABLE.
-        table: String,
-        /// Only files older than this (default `1 d`).
-        #[arg(long, default_value = "1 d")]
-        older_than: String,
-        /// Delete the files (without it, only list them).
-        #[arg(long)]
-        delete: bool,
-    },
+    #[command(flatten)]
+    Maintenance(cli::maintenance::Maintenance),
     /// List a table's snapshots.
     Snapshots { table: String },
     /// List the tables of one database, or of all.
@@ -325,43 +228,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn key_values(pairs: &[String], what: &str) -> anyhow_like::Result<Vec<(String, String)>> {
-    Ok(pairs
-        .iter()
-        .map(|p| maintenance::key_value(p, what))
-        .collect::<tidelake::Result<_>>()?)
-}
-
-/// What an expiry deleted, counted as its progress bar counts (each expired snapshot or changelog
-/// is a file too).
-fn deleted_files(report: &tidelake::table::lifecycle::CleanupReport, kind: &str) -> String {
-    let (entries, others) = (report.snapshots.len(), report.files.len());
-    format!(
-        "deleted {} file(s): {entries} {kind} file(s) and {others} data, changelog or manifest file(s)",
-        entries + others
-    )
-}
-
-/// Runs one maintenance request on `table` with a progress bar (Ctrl-C cancels it).
-async fn maintain(
-    catalog: Catalog,
-    table: &str,
-    request: Request,
-) -> anyhow_like::Result<(Identifier, Outcome)> {
-    request.validate()?;
-    let id = Identifier::parse(table)?;
-    let t = catalog.load_table(&id).await?;
-    let op = tidelake::table::progress::Operation::new();
-    let outcome = cli::progress::run(&op, request.run(&t, &op)).await?;
-    Ok((id, outcome))
-}
-
-/// The CLI's error: any displayable error, printed as one line.
-mod anyhow_like {
-    pub(crate) type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
-}
-
-async fn run(args: Args) -> anyhow_like::Result<()> {
+async fn run(args: Args) -> cli::Result<()> {
     let given_warehouse = args.warehouse.clone();
     let warehouse = args
         .warehouse
@@ -439,7 +306,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 columns: TableDefinition::parse_columns(&schema)?,
                 primary_keys: primary_key,
                 partition_keys,
-                options: key_values(&options, "option")?
+                options: cli::key_values(&options, "option")?
                     .into_iter()
                     .collect::<BTreeMap<_, _>>(),
                 comment,
@@ -472,9 +339,9 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 if partitions.is_empty() {
                     Some(Overwrite::Table)
                 } else {
-                    Some(Overwrite::Partitions(
-                        t.partition_values(&key_values(&partitions, "partition")?)?,
-                    ))
+                    Some(Overwrite::Partitions(t.partition_values(
+                        &cli::key_values(&partitions, "partition")?,
+                    )?))
                 }
             } else {
                 None
@@ -596,7 +463,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
                 (None, None, Some(tag)) => SnapshotSelector::Tag(tag),
                 (None, None, None) => SnapshotSelector::Latest,
             };
-            let filter = t.partition_values(&key_values(&partitions, "partition")?)?;
+            let filter = t.partition_values(&cli::key_values(&partitions, "partition")?)?;
             let plan = t
                 .new_scan()
                 .snapshot(selector)
@@ -615,137 +482,7 @@ async fn run(args: Args) -> anyhow_like::Result<()> {
             }
             cli::output::print(&read.schema(), &batches, format)?;
         }
-        Command::Compact {
-            table,
-            full,
-            partitions,
-        } => {
-            let request = Request::Compact(maintenance::Compact {
-                full,
-                partitions: key_values(&partitions, "partition")?,
-            });
-            let (id, outcome) = maintain(open()?, &table, request).await?;
-            if let Outcome::Compacted(report) = outcome {
-                match report.snapshot_id {
-                    Some(s) => println!(
-                        "compacted {} bucket(s) of {id}: {} files rewritten into {}; snapshot {s}",
-                        report.buckets_compacted, report.files_before, report.files_after
-                    ),
-                    None => println!("{id} needs no compaction"),
-                }
-            }
-        }
-        Command::ExpireChangelogs {
-            table,
-            retain_max,
-            retain_min,
-            older_than,
-            max_deletes,
-            delete_all,
-        } => {
-            let request = Request::ExpireChangelogs(maintenance::ExpireChangelogs {
-                retain_max,
-                retain_min,
-                older_than,
-                max_deletes,
-                delete_all,
-            });
-            let (id, outcome) = maintain(open()?, &table, request).await?;
-            let report = outcome.cleanup();
-            println!(
-                "expired {} changelog(s) {:?} of {id}, {}",
-                report.snapshots.len(),
-                report.snapshots,
-                deleted_files(&report, "changelog")
-            );
-        }
-        Command::Expire {
-            table,
-            retain_min,
-            retain_max,
-            older_than,
-            max_deletes,
-        } => {
-            let request = Request::ExpireSnapshots(maintenance::ExpireSnapshots {
-                retain_max,
-                retain_min,
-                older_than,
-                max_deletes,
-            });
-            let (id, outcome) = maintain(open()?, &table, request).await?;
-            let report = outcome.cleanup();
-            println!(
-                "expired {} snapshot(s) {:?} of {id}, {}",
-                report.snapshots.len(),
-                report.snapshots,
-                deleted_files(&report, "snapshot")
-            );
-        }
-        Command::Tag { action } => match action {
-            TagAction::Create {
-                table,
-                name,
-                snapshot_id,
-            } => {
-                let request = Request::CreateTag(maintenance::CreateTag {
-                    name: name.clone(),
-                    snapshot_id,
-                });
-                let (id, outcome) = maintain(open()?, &table, request).await?;
-                if let Outcome::Tagged(s) = outcome {
-                    println!("tagged snapshot {} of {id} as '{name}'", s.id);
-                }
-            }
-            TagAction::List { table } => {
-                let t = open()?.load_table(&Identifier::parse(&table)?).await?;
-                for (name, s) in t.list_tags().await? {
-                    println!("{name}\t{}\t{}", s.id, s.commit_kind);
-                }
-            }
-            TagAction::Delete { table, name } => {
-                let request = Request::DeleteTag { name: name.clone() };
-                let (id, outcome) = maintain(open()?, &table, request).await?;
-                println!(
-                    "deleted tag '{name}' of {id} ({} file(s) removed)",
-                    outcome.cleanup().files.len()
-                );
-            }
-        },
-        Command::Rollback {
-            table,
-            snapshot_id,
-            tag,
-        } => {
-            let request = Request::Rollback(maintenance::rollback_target(snapshot_id, tag)?);
-            let (id, outcome) = maintain(open()?, &table, request).await?;
-            let report = outcome.cleanup();
-            println!(
-                "rolled back {id}: removed snapshot(s) {:?} and {} file(s)",
-                report.snapshots,
-                report.files.len()
-            );
-        }
-        Command::Orphans {
-            table,
-            older_than,
-            delete,
-        } => {
-            let request = Request::RemoveOrphans(maintenance::RemoveOrphans {
-                older_than: Some(older_than),
-                dry_run: !delete,
-            });
-            let (_, outcome) = maintain(open()?, &table, request).await?;
-            let report = outcome.cleanup();
-            for f in &report.files {
-                println!("{f}");
-            }
-            let verb = if delete {
-                "deleted"
-            } else {
-                "would delete (dry run; pass --delete)"
-            };
-            println!("{verb} {} orphan file(s)", report.files.len());
-        }
+        Command::Maintenance(m) => m.run(open()?).await?,
         Command::Snapshots { table } => {
             let catalog = open()?;
             let id = Identifier::parse(&table)?;

@@ -35,6 +35,9 @@ pub struct Metrics {
     pub bytes_written: Counter,
     pub rows_read: Counter,
     pub bytes_read: Counter,
+    /// Maintenance operations that succeeded, by operation (`expire_snapshots`, `rollback`, ...),
+    /// whichever door asked.
+    pub maintenance: Family<Label, Counter>,
     /// Compactions run (their outputs written), and how long each took.
     pub compactions: Counter,
     pub compaction_seconds: Histogram,
@@ -88,6 +91,7 @@ impl Metrics {
             bytes_written: Counter::default(),
             rows_read: Counter::default(),
             bytes_read: Counter::default(),
+            maintenance: Family::default(),
             compactions: Counter::default(),
             compaction_seconds: latency(),
             lookup_files: Family::default(),
@@ -112,6 +116,11 @@ impl Metrics {
             "commits",
             "Commits that published a snapshot, by kind",
             m.commits.clone(),
+        );
+        r.register(
+            "maintenance_operations",
+            "Maintenance operations that succeeded, by operation",
+            m.maintenance.clone(),
         );
         r.register(
             "commit_duration_seconds",

@@ -24,7 +24,7 @@ use arrow::datatypes::{DataType, Field, Float64Type, Schema};
 use tidelake::table::{SnapshotSelector, WriteOptions};
 use tidelake::{Catalog, Identifier, TableDefinition};
 
-use crate::anyhow_like::Result;
+use super::Result;
 
 /// `KEY=VALUE` of `--option`.
 fn parse_option(s: &str) -> std::result::Result<(String, String), String> {

@@ -11,7 +11,7 @@ use arrow::datatypes::{DataType as ArrowType, Field, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tidelake::Table;
 
-use crate::anyhow_like::Result;
+use super::Result;
 
 /// Reads `path` whole; every row is validated later by the table writer.
 // The CLI reads its input file synchronously before any async work starts on it.

@@ -4,7 +4,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use tidelake::Table;
 
-use crate::anyhow_like::Result;
+use super::Result;
 use crate::OutputFormat;
 
 /// Keeps the first `limit` rows.

@@ -24,7 +24,7 @@ use arrow_flight::{Action, FlightData, FlightDescriptor};
 use futures::TryStreamExt;
 use prost::Message;
 
-use crate::anyhow_like::Result;
+use super::Result;
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct PointBenchArgs {

@@ -27,7 +27,7 @@ use tonic::Status;
 use super::status::{invalid, to_status};
 use crate::catalog::Identifier;
 use crate::sql::{Role, SqlEngine, SqlSession};
-use crate::table::lifecycle::CleanupReport;
+use crate::table::maintenance::CleanupReport;
 use crate::table::maintenance::{
     key_value, rollback_target, Compact, CreateTag, ExpireChangelogs, ExpireSnapshots, Outcome,
     RemoveOrphans, Request,

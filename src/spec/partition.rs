@@ -1,7 +1,22 @@
-//! Partition paths: `escape(key)=escape(value)/` per partition key, as Paimon's
-//! `PartitionPathUtils` writes them.
+//! Partitions and their buckets: the id of one (partition, bucket), and partition paths,
+//! `escape(key)=escape(value)/` per partition key, as Paimon's `PartitionPathUtils` writes them.
 
 use super::binary_row::Datum;
+
+/// One bucket of one partition, as manifests name it: the partition's serialized BinaryRow and
+/// the bucket number. Ordered by partition bytes, then bucket (the order writers and changelog
+/// reads visit buckets in).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BucketId {
+    pub partition: Vec<u8>,
+    pub bucket: i32,
+}
+
+impl BucketId {
+    pub fn new(partition: Vec<u8>, bucket: i32) -> Self {
+        Self { partition, bucket }
+    }
+}
 
 fn needs_escape(c: char) -> bool {
     matches!(

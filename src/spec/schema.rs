@@ -5,21 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::types::DataType;
+pub use super::types::DataField;
 
 /// Schema file format version tidelake writes.
 pub const SCHEMA_VERSION: i32 = 3;
-
-/// One column of a table. `id` is stable across renames; data files are mapped to columns by it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct DataField {
-    pub id: i32,
-    pub name: String,
-    #[serde(rename = "type")]
-    pub data_type: DataType,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-}
 
 /// The content of one `schema-N` file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

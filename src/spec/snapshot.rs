@@ -83,6 +83,15 @@ pub struct Snapshot {
     pub writer_version: Option<String>,
 }
 
+impl Snapshot {
+    /// The manifest lists it names: base, delta, then changelog (when it has one).
+    pub fn manifest_lists(&self) -> impl Iterator<Item = &String> {
+        [&self.base_manifest_list, &self.delta_manifest_list]
+            .into_iter()
+            .chain(self.changelog_manifest_list.as_ref())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,8 +16,6 @@ use arrow::datatypes::{DataType as ArrowType, TimeUnit};
 use arrow::datatypes::{Field, Fields};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::schema::DataField;
-
 mod parse;
 pub(crate) use parse::{split_top_level, MAX_NESTING};
 
@@ -55,6 +53,17 @@ pub enum TypeRoot {
     Variant,
 }
 
+/// One column of a table. `id` is stable across renames; data files are mapped to columns by it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DataField {
+    pub id: i32,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub data_type: DataType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
 /// A Paimon data type: a root plus nullability.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DataType {
@@ -76,24 +85,6 @@ impl DataType {
 
     pub fn with_nullable(self, nullable: bool) -> Self {
         Self { nullable, ..self }
-    }
-
-    /// Whether values of this type are stored inline in a BinaryRow's fixed 8-byte slot.
-    pub fn is_fixed_length(&self) -> bool {
-        match self.root {
-            TypeRoot::Decimal { precision, .. } => precision <= 18,
-            TypeRoot::Timestamp(p) | TypeRoot::LocalZonedTimestamp(p) => p <= 3,
-            TypeRoot::Char(_)
-            | TypeRoot::VarChar(_)
-            | TypeRoot::Binary(_)
-            | TypeRoot::VarBinary(_)
-            | TypeRoot::Array(_)
-            | TypeRoot::Multiset(_)
-            | TypeRoot::Map(..)
-            | TypeRoot::Row(_)
-            | TypeRoot::Variant => false,
-            _ => true,
-        }
     }
 
     /// ARRAY, MULTISET, MAP, ROW or VARIANT: a value column only (never a key, a partition or a

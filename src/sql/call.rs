@@ -245,8 +245,8 @@ pub(super) async fn call(
         "rollback_to" => {
             let to = args.required("snapshot_or_tag")?;
             Request::Rollback(match to.trim().parse::<i64>() {
-                Ok(id) => crate::table::lifecycle::RollbackTarget::Snapshot(id),
-                Err(_) => crate::table::lifecycle::RollbackTarget::Tag(to),
+                Ok(id) => crate::table::maintenance::RollbackTarget::Snapshot(id),
+                Err(_) => crate::table::maintenance::RollbackTarget::Tag(to),
             })
         }
         _ => {

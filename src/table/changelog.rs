@@ -35,6 +35,7 @@ use super::Table;
 use crate::error::{invalid, ArrowSnafu, InternalSnafu, OutOfRangeSnafu, Result};
 use crate::lsm::merge::stream::merge_streams;
 use crate::schema::layout::TableLayout;
+use crate::spec::partition::BucketId;
 use crate::spec::{ChangelogProducer, CommitKind, DataFileMeta, FileKind, RowKind, Snapshot};
 
 /// Name of the row-kind column of changelog reads.
@@ -95,6 +96,25 @@ pub(crate) fn notify_commit() {
     COMMITS.send_modify(|n| *n = n.wrapping_add(1));
 }
 
+impl Table {
+    /// Snapshot `id`, or the long-lived changelog kept for it after it expired.
+    pub async fn snapshot_or_changelog(&self, id: i64) -> Result<Option<Snapshot>> {
+        match self.snapshot_manager().try_snapshot(id).await? {
+            Some(s) => Ok(Some(s)),
+            None => self.changelog_manager().try_snapshot(id).await,
+        }
+    }
+
+    /// The oldest id whose changes can still be read: the earliest long-lived changelog, else
+    /// the earliest snapshot.
+    pub async fn earliest_readable_id(&self) -> Result<Option<i64>> {
+        match self.changelog_manager().earliest_id().await? {
+            Some(id) => Ok(Some(id)),
+            None => self.snapshot_manager().earliest_id().await,
+        }
+    }
+}
+
 /// Reads the changes of one table's snapshots with a projection.
 #[derive(Debug, Clone)]
 pub struct ChangelogReader {
@@ -106,9 +126,6 @@ pub struct ChangelogReader {
     projected_ids: Option<Vec<i32>>,
     schema: SchemaRef,
 }
-
-/// (partition, bucket).
-type BucketId = (Vec<u8>, i32);
 
 /// A unit of a snapshot's changes: files of one bucket read in order, or merged.
 enum Unit {
@@ -341,7 +358,7 @@ impl ChangelogReader {
         // Per (partition, bucket), in manifest order.
         let mut groups: Vec<(BucketId, Vec<DataFileMeta>)> = Vec::new();
         for e in entries.into_iter().filter(|e| e.kind == FileKind::Add) {
-            let id = (e.partition.clone(), e.bucket);
+            let id = BucketId::new(e.partition.clone(), e.bucket);
             match groups.iter_mut().find(|(g, _)| *g == id) {
                 Some((_, files)) => files.push(e.file),
                 None => groups.push((id, vec![e.file])),
@@ -352,7 +369,7 @@ impl ChangelogReader {
             .load_file_schemas(groups.iter().flat_map(|(_, files)| files.iter()))
             .await?;
         let mut units = Vec::with_capacity(groups.len());
-        for ((partition, bucket), mut files) in groups {
+        for (BucketId { partition, bucket }, mut files) in groups {
             let dir = self.table.bucket_dir(&partition, bucket)?;
             let file_ref = |f: &DataFileMeta| self.table.file_ref(&dir, f);
             if pk && producer == ChangelogProducer::None {

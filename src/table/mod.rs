@@ -8,14 +8,12 @@
 pub(crate) mod avro_file;
 pub mod branch;
 pub mod changelog;
-pub mod changelog_lifecycle;
 pub mod commit;
 pub mod compact;
 pub mod data_file;
 pub(crate) mod deletion_vectors;
 pub(crate) mod evolution;
 pub(crate) mod key_filter;
-pub mod lifecycle;
 pub mod lookup;
 pub mod maintenance;
 pub(crate) mod page_cache;
@@ -32,12 +30,14 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
 pub use crate::schema::layout::TableLayout;
-pub use commit::{CommitOutcome, CommitUserState, Committed, Overwrite, TableCommit};
+pub use commit::{
+    CommitMessage, CommitOutcome, CommitUserState, Committed, Overwrite, TableCommit,
+};
 pub use deletion_vectors::VectorsChange;
 pub use read::TableRead;
 pub use row_filter::RowPredicate;
 pub use scan::{Plan, ScanBuilder, SnapshotSelector, Split};
-pub use write::{CommitMessage, TableWrite, WriteOptions};
+pub use write::{TableWrite, WriteOptions};
 
 use crate::clock::Clock;
 use crate::error::{CorruptSnafu, Result};
@@ -204,6 +204,11 @@ impl Table {
     /// The snapshots of this handle's branch.
     pub fn snapshot_manager(&self) -> SnapshotManager {
         SnapshotManager::new(self.inner.io.clone(), self.meta_path())
+    }
+
+    /// The long-lived changelogs (`changelog/changelog-<id>`) of this handle's branch.
+    pub fn changelog_manager(&self) -> SnapshotManager {
+        SnapshotManager::changelogs(self.inner.io.clone(), self.meta_path())
     }
 
     /// The schemas of this handle's branch.

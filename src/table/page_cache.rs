@@ -24,7 +24,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::reader::ChunkReader;
 
-use super::data_file::{decode_built, name_in_file};
+use super::data_file::decode::{decode_built, name_in_file};
 use super::evolution::FileRef;
 use super::key_filter::{KeyPage, RowGroupFilter};
 use crate::error::{ParquetSnafu, Result};

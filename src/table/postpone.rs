@@ -11,10 +11,11 @@ use std::collections::{BTreeMap, HashSet};
 use arrow::array::AsArray;
 use arrow::datatypes::Int8Type;
 
+use super::commit::CommitMessage;
 use super::compact::CompactReport;
 use super::progress::Operation;
 use super::scan::Pruning;
-use super::write::{CommitMessage, TableWrite};
+use super::write::TableWrite;
 use super::Table;
 use crate::error::{invalid, InternalSnafu, Result};
 use crate::spec::binary_row::Datum;

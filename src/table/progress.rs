@@ -101,14 +101,6 @@ impl Operation {
         });
     }
 
-    /// `files` more files of `bytes` bytes written or deleted, within the current unit.
-    pub(crate) fn count(&self, files: u64, bytes: u64) {
-        self.inner.progress.send_modify(|p| {
-            p.files += files;
-            p.bytes += bytes;
-        });
-    }
-
     /// One more unit done, having written or deleted `files` files of `bytes` bytes.
     pub(crate) fn advance(&self, files: u64, bytes: u64) {
         self.inner.progress.send_modify(|p| {

@@ -24,7 +24,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::file::reader::ChunkReader;
 use snafu::ResultExt;
 
-use super::data_file::{
+use super::data_file::decode::{
     self, decode_projected, file_roots, name_in_file, projected_bytes, Decoded,
 };
 use super::evolution::FileColumns;
@@ -62,7 +62,7 @@ pub(crate) fn open<R: ChunkReader + Clone + 'static>(
     let meta = ArrowReaderMetadata::load(&reader, ArrowReaderOptions::new())
         .context(ParquetSnafu { path })?;
     let groups: Vec<usize> = match part {
-        Some(p) => data_file::part_groups(meta.metadata(), p),
+        Some(p) => decode::part_groups(meta.metadata(), p),
         None => (0..meta.metadata().num_row_groups()).collect(),
     };
     let Some((test_roots, file_names, test_schema)) =
@@ -224,7 +224,7 @@ impl<R: ChunkReader + Clone + 'static> Iterator for FilteredRead<R> {
     }
 }
 
-/// [`data_file::load_lazily`] with `predicate` tested in each row group of a Parquet file (a local one read
+/// [`decode::read_lazily`] with `predicate` tested in each row group of a Parquet file (a local one read
 /// by ranges, any other fetched whole); a file it cannot be applied to is read whole.
 pub(super) fn load_tested(
     handle: &tokio::runtime::Handle,
@@ -232,9 +232,9 @@ pub(super) fn load_tested(
     file: &FileRef,
     target: &SchemaRef,
     predicate: &Arc<dyn RowPredicate>,
-) -> Result<data_file::Batches> {
-    if file.path.ends_with(data_file::AVRO_SUFFIX) {
-        return data_file::load_lazily(handle, io, file, target, None);
+) -> Result<decode::Batches> {
+    if file.path.ends_with(decode::AVRO_SUFFIX) {
+        return decode::read_lazily(handle, io, file, target);
     }
     /// The file `reader` reads, tested where the predicate applies, else whole.
     fn tested<R: ChunkReader + Clone + Send + 'static>(
@@ -242,18 +242,18 @@ pub(super) fn load_tested(
         reader: R,
         target: &SchemaRef,
         predicate: &Arc<dyn RowPredicate>,
-    ) -> Result<data_file::Batches> {
+    ) -> Result<decode::Batches> {
         let (path, columns, part) = (&file.path, file.columns.as_ref(), file.part.as_ref());
         Ok(
             match open(path, reader.clone(), target, columns, part, predicate)? {
                 Some(read) => Box::new(read),
-                None => Box::new(data_file::open_parquet(
+                None => Box::new(decode::open_parquet(
                     path, reader, target, None, columns, part,
                 )?),
             },
         )
     }
-    match data_file::local_file(io, &file.path) {
+    match decode::local_file(io, &file.path) {
         Some(local) => tested(file, local, target, predicate),
         None => {
             let bytes = handle.block_on(io.read_data(&file.path))?;
@@ -285,7 +285,7 @@ pub(crate) fn load_rows(
         let total = match &file.part {
             Some(part) => {
                 let md = builder.metadata();
-                let groups = data_file::part_groups(md, part);
+                let groups = decode::part_groups(md, part);
                 let total: i64 = groups.iter().map(|&g| md.row_group(g).num_rows()).sum();
                 builder = builder.with_row_groups(groups);
                 usize::try_from(total).unwrap_or(0)
@@ -308,9 +308,9 @@ pub(crate) fn load_rows(
         )?
         .collect()
     }
-    if file.path.ends_with(data_file::AVRO_SUFFIX) {
+    if file.path.ends_with(decode::AVRO_SUFFIX) {
         // Avro files are decoded whole (never by parts); the rows are taken from them.
-        let all = data_file::load(handle, io, file, target, None)?;
+        let all = decode::read_lazily(handle, io, file, target)?.collect::<Result<Vec<_>>>()?;
         let batch = arrow::compute::concat_batches(target, &all).context(ArrowSnafu {
             context: format!("{}: joining batches", file.path),
         })?;
@@ -320,7 +320,7 @@ pub(crate) fn load_rows(
         })?;
         return Ok(vec![taken]);
     }
-    match data_file::local_file(io, &file.path) {
+    match decode::local_file(io, &file.path) {
         Some(local) => chosen(file, local, target, rows),
         None => {
             let bytes = handle.block_on(io.read_data(&file.path))?;
@@ -448,15 +448,9 @@ mod tests {
             .unwrap()
             .expect("applies");
             tested.push(ids(read.map(|b| b.unwrap()).collect()));
-            let read = data_file::open_parquet(
-                "f.parquet",
-                bytes.clone(),
-                &target,
-                None,
-                None,
-                Some(part),
-            )
-            .unwrap();
+            let read =
+                decode::open_parquet("f.parquet", bytes.clone(), &target, None, None, Some(part))
+                    .unwrap();
             plain.push(ids(read.map(|b| b.unwrap()).collect()));
         }
         assert_eq!(plain[0], (0..2000).collect::<Vec<_>>());

@@ -779,7 +779,7 @@ async fn a_subscription_announces_a_schema_change_and_follows_its_columns_by_fie
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decoupled_changelogs_outlive_snapshots_and_expire_on_their_own() {
     use tidelake::error::ErrorKind;
-    use tidelake::table::changelog_lifecycle::ChangelogExpiry;
+    use tidelake::table::maintenance::{ChangelogExpiry, ExpireChangelogs};
     use tidelake::table::progress::Operation;
     for producer in ["input", "none"] {
         let s = Scratch::new();
@@ -836,7 +836,12 @@ async fn decoupled_changelogs_outlive_snapshots_and_expire_on_their_own() {
 
         // Keep the changelogs of the last 4 snapshot ids (3..6): 1 and 2 go.
         let op = Operation::new();
-        let r = ChangelogExpiry::from_arguments(Some(4), None, None, None, false);
+        let r = ExpireChangelogs {
+            retain_max: Some(4),
+            ..Default::default()
+        }
+        .expiry()
+        .unwrap();
         let report = table.expire_changelogs_with(r, &op).await.unwrap();
         assert_eq!(report.snapshots, vec![1, 2], "{producer}");
         let err = read_from(1).await.unwrap_err();
@@ -848,7 +853,7 @@ async fn decoupled_changelogs_outlive_snapshots_and_expire_on_their_own() {
         );
         assert_eq!(read_from(3).await.unwrap(), vec![3, 4, 5, 6]);
         // Nothing asked: nothing expires (Paimon's procedure defaults).
-        let none = ChangelogExpiry::from_arguments(None, None, None, None, false);
+        let none = ExpireChangelogs::default().expiry().unwrap();
         let report = table.expire_changelogs_with(none, &op).await.unwrap();
         assert!(report.snapshots.is_empty());
         // All of them; the table still reads whole and nothing is orphaned.

@@ -17,7 +17,7 @@ use object_store::{
 };
 use serde_json::{json, Value};
 use tidelake::io::FileIo;
-use tidelake::table::lifecycle::RollbackTarget;
+use tidelake::table::maintenance::RollbackTarget;
 use tidelake::table::{SnapshotSelector, WriteOptions};
 use tidelake::{Catalog, Identifier, Table, TableDefinition};
 

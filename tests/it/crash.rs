@@ -252,7 +252,7 @@ enum Cleanup {
 impl Cleanup {
     async fn run(self, t: &tidelake::Table) -> tidelake::Result<()> {
         use tidelake::snapshot::expire::Retention;
-        use tidelake::table::lifecycle::RollbackTarget;
+        use tidelake::table::maintenance::RollbackTarget;
         let retention = Retention {
             min_retained: 3,
             max_retained: 3,

@@ -363,7 +363,9 @@ async fn run_with(
                     .await
                     .unwrap();
                 table
-                    .rollback_to(tidelake::table::lifecycle::RollbackTarget::Snapshot(target))
+                    .rollback_to(tidelake::table::maintenance::RollbackTarget::Snapshot(
+                        target,
+                    ))
                     .await
                     .unwrap();
                 history.retain(|(sid, _)| *sid <= target);

@@ -2,7 +2,7 @@
 //! files; rollback restores an old state; orphan removal finds what crashed writers leave.
 
 use serde_json::{json, Value};
-use tidelake::table::lifecycle::RollbackTarget;
+use tidelake::table::maintenance::RollbackTarget;
 use tidelake::table::{SnapshotSelector, WriteOptions};
 use tidelake::ErrorKind;
 

@@ -1,13 +1,15 @@
 //! Snapshots and commits of the REST catalog: `GET …/snapshot` answers the latest snapshot file,
-//! `POST …/commit` stores a snapshot a client wrote the files of, once it is validated, with the
-//! same write-if-absent that orders Flight's commits.
+//! `POST …/commit` stores a snapshot a client wrote the files of, once it is validated, through
+//! the commit module's one publish ([`crate::table::commit::publish_written`]: the same
+//! write-if-absent, read-back and after-publish effects as Flight's commits).
 
 use axum::response::Response;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::handlers::{created_at, ok, parse_body, table_id};
+use super::tables::{created_at, table_id};
+use super::wire::{ok, parse_body};
 use super::RestError;
 use crate::catalog::Catalog;
 use crate::error::ErrorKind;
@@ -151,14 +153,9 @@ pub(super) async fn commit(
     }
     let json = serde_json::to_vec_pretty(&req.snapshot)
         .map_err(|e| RestError::new(ErrorKind::Internal, format!("table '{name}': {e}")))?;
-    if !table
-        .io()
-        .write_if_absent(&sm.snapshot_path(snapshot.id), Bytes::from(json))
-        .await?
-    {
+    if !crate::table::commit::publish_written(table, &snapshot, Bytes::from(json)).await? {
         return ok(json!({"success": false}));
     }
-    crate::table::commit::after_publish(table, snapshot.id, snapshot.commit_kind).await;
     tracing::info!(table = %name, snapshot = snapshot.id, "committed through the REST catalog");
     ok(json!({"success": true}))
 }

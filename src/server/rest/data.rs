@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use super::handlers::{location, ok, page, Query};
+use super::wire::{location, ok, page, Query};
 use super::RestError;
 use crate::catalog::Catalog;
 use crate::error::ErrorKind;

@@ -11,13 +11,16 @@
 //! one mapping from tidelake errors to HTTP statuses and Paimon's error body
 //! `{message, code, resourceType, resourceName}` ([`http_status`]), and an audit line per request
 //! (`REST <METHOD> <resource>`, its table or database, the HTTP reason phrase). The catalog work
-//! is in [`handlers`].
+//! is routed in [`dispatch`] to one file per resource.
 
+mod catalog;
 mod commit;
 mod data;
-mod handlers;
-mod lifecycle;
+mod dispatch;
+mod history;
 pub(crate) mod route;
+mod tables;
+mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -305,7 +308,7 @@ async fn answer(
             Some(admission),
             async move {
                 let _tenant = tenant;
-                handlers::dispatch(&principal, tokens.as_deref(), &method, route, &query, &body)
+                dispatch::dispatch(&principal, tokens.as_deref(), &method, route, &query, &body)
                     .await
             },
             |p| RestError::new(ErrorKind::Internal, p.to_string()),

@@ -388,7 +388,7 @@ pub(crate) fn resolve_publish(
     ours: &Snapshot,
 ) -> Result<Published> {
     match read_back? {
-        Some(s) if s.uuid == ours.uuid => Ok(Published::Ours),
+        Some(s) if same_snapshot(&s, ours) => Ok(Published::Ours),
         Some(_) => Ok(Published::Lost),
         None if error.is_retryable() => Ok(Published::Retry),
         None => Err(error),
@@ -405,9 +405,15 @@ pub(crate) fn resolve_taken(
     ours: &Snapshot,
 ) -> Result<Published> {
     match read_back? {
-        Some(s) if s.uuid == ours.uuid => Ok(Published::Ours),
+        Some(s) if same_snapshot(&s, ours) => Ok(Published::Ours),
         _ => Ok(Published::Lost),
     }
+}
+
+/// Whether the snapshot read back under an id is `ours`: the same uuid. A snapshot without one
+/// (a REST client may send it so) cannot be told apart from another client's: never ours.
+fn same_snapshot(read_back: &Snapshot, ours: &Snapshot) -> bool {
+    ours.uuid.is_some() && read_back.uuid == ours.uuid
 }
 
 /// The wait before retry `attempt` (1-based): exponential from 10 ms, capped at one second, with
@@ -416,6 +422,15 @@ pub(crate) fn backoff(attempt: u32) -> Duration {
     let base = 10u64.saturating_mul(1 << attempt.min(7)).min(1000);
     let jitter = (uuid::Uuid::new_v4().as_u128() % (base as u128 + 1)) as u64;
     Duration::from_millis(base / 2 + jitter)
+}
+
+/// Whether a commit whose partition's index base was `base` may replace index files on a table
+/// whose latest snapshot holds `latest` for that partition (both (bucket, file name)): only if no
+/// other writer changed them meanwhile.
+pub(crate) fn base_unchanged(base: &[(i32, String)], latest: &[(i32, String)]) -> bool {
+    let a: std::collections::BTreeSet<&(i32, String)> = base.iter().collect();
+    let b: std::collections::BTreeSet<&(i32, String)> = latest.iter().collect();
+    a == b
 }
 
 #[cfg(test)]
@@ -701,6 +716,18 @@ mod tests {
         );
         assert_eq!(resolve_taken(Ok(None), &ours).unwrap(), Published::Lost);
         assert!(resolve_taken(Err(unavailable()), &ours).is_err());
+        // A client's snapshot without a uuid (REST) is never taken for ours, even by another
+        // uuid-less one.
+        let mut anonymous = ours.clone();
+        anonymous.uuid = None;
+        assert_eq!(
+            resolve_taken(Ok(Some(anonymous.clone())), &anonymous).unwrap(),
+            Published::Lost
+        );
+        assert_eq!(
+            resolve_publish(unavailable(), Ok(Some(anonymous.clone())), &anonymous).unwrap(),
+            Published::Lost
+        );
     }
 
     #[test]
@@ -747,5 +774,15 @@ mod tests {
         for attempt in [7, 10, 30, u32::MAX] {
             assert!((500..=1500).contains(&ms(attempt)), "{}", ms(attempt));
         }
+    }
+
+    #[test]
+    fn a_base_changed_by_another_writer_is_seen() {
+        let base = vec![(0, "a".to_string()), (1, "b".to_string())];
+        let same = vec![(1, "b".to_string()), (0, "a".to_string())];
+        assert!(base_unchanged(&base, &same));
+        assert!(!base_unchanged(&base, &[(0, "a".into()), (1, "c".into())]));
+        assert!(!base_unchanged(&base, &[(0, "a".into())]));
+        assert!(!base_unchanged(&[], &[(2, "z".into())]));
     }
 }

@@ -3,9 +3,9 @@
 //! from), as the commit loop writes them into the index manifest and checks them.
 
 use super::decide;
+use super::CommitMessage;
 use crate::spec::index_manifest::IndexManifestEntry;
 use crate::spec::manifest::FileKind;
-use crate::table::write::CommitMessage;
 
 /// The index files a commit adds (HASH files of dynamic buckets, or a compaction's deletion
 /// vectors) and, per partition, the HASH files its writer assigned from: (bucket, file name).

@@ -31,11 +31,16 @@
 
 mod decide;
 mod index;
-use index::IndexChanges;
+mod message;
 
-use super::write::CommitMessage;
+use bytes::Bytes;
+use snafu::ResultExt;
+
 use super::Table;
-use crate::error::{ConflictSnafu, ErrorKind, Result};
+use index::IndexChanges;
+pub use message::CommitMessage;
+
+use crate::error::{ConflictSnafu, ErrorKind, JsonSnafu, Result};
 use crate::manifest::FileNamer;
 use crate::schema::layout::TableLayout;
 use crate::spec::binary_row::Datum;
@@ -283,7 +288,7 @@ impl TableCommit {
                 self.table.changelog_retention(),
             ) {
                 let op = super::progress::Operation::new();
-                let expiry = super::changelog_lifecycle::ChangelogExpiry::Retain(retention);
+                let expiry = super::maintenance::ChangelogExpiry::Retain(retention);
                 if let Err(e) = self.table.expire_changelogs_with(expiry, &op).await {
                     tracing::warn!(table = %self.table.identifier(), error = %e, "changelog expiry failed");
                 }
@@ -494,17 +499,13 @@ impl TableCommit {
                 },
             );
             let next_id = snapshot.id;
-            let published = match sm.try_publish(&snapshot).await {
-                Ok(true) => Published::Ours,
-                Ok(false) => decide::resolve_taken(read_back(&sm, next_id).await, &snapshot)?,
-                // Ambiguous: the put may have landed. The snapshot file decides.
-                Err(e) => decide::resolve_publish(e, read_back(&sm, next_id).await, &snapshot)?,
-            };
+            let path = sm.snapshot_path(next_id);
+            let json = serde_json::to_vec_pretty(&snapshot).context(JsonSnafu { path })?;
+            let published = publish(table, &snapshot, Bytes::from(json)).await?;
             if published == Published::Ours {
                 crate::metrics::metrics()
                     .commit_seconds
                     .observe(started.elapsed().as_secs_f64());
-                after_publish(table, next_id, kind).await;
                 return Ok(CommitOutcome::Committed(next_id));
             }
             // This attempt's files are garbage now; only the ADD manifest is reused.
@@ -543,7 +544,7 @@ impl TableCommit {
                 .filter(|e| &e.partition == partition && e.file.index_type == HASH_INDEX)
                 .map(|e| (e.bucket, e.file.file_name.clone()))
                 .collect();
-            if !crate::table::write::base_unchanged(base, &now) {
+            if !decide::base_unchanged(base, &now) {
                 crate::metrics::metrics().commit_conflicts.inc();
                 return ConflictSnafu {
                     table: self.table.identifier().to_string(),
@@ -738,10 +739,40 @@ struct AttemptLists {
     written: Vec<String>,
 }
 
-/// What follows a snapshot published from this process (a commit here, or a snapshot a REST
-/// client wrote): the commit counted, `LATEST` hinted (and `EARLIEST` for a table's first
-/// snapshot), subscriptions woken.
-pub(crate) async fn after_publish(table: &Table, id: i64, kind: CommitKind) {
+/// Puts `snapshot` under its id, its file holding `json`, and says whose the id is afterwards:
+/// the one publish of the crate, for commits made here and for snapshots a REST client wrote
+/// the files of. A taken id or an ambiguous storage error is settled by reading the snapshot
+/// back (ours by uuid). Once the snapshot is ours, what follows every publish follows.
+async fn publish(table: &Table, snapshot: &Snapshot, json: Bytes) -> Result<Published> {
+    let sm = table.snapshot_manager();
+    let id = snapshot.id;
+    let published = match table
+        .io()
+        .write_if_absent(&sm.snapshot_path(id), json)
+        .await
+    {
+        Ok(true) => Published::Ours,
+        Ok(false) => decide::resolve_taken(read_back(&sm, id).await, snapshot)?,
+        // Ambiguous: the put may have landed. The snapshot file decides.
+        Err(e) => decide::resolve_publish(e, read_back(&sm, id).await, snapshot)?,
+    };
+    if published == Published::Ours {
+        after_publish(table, id, snapshot.commit_kind).await;
+    }
+    Ok(published)
+}
+
+/// Publishes a snapshot a client wrote the files of (the REST catalog's commit), its file holding
+/// `json` as the client sent it. `Ok(true)` once it is durable; `Ok(false)` when the id is
+/// another committer's or a retryable storage error left nothing behind (the client retries on
+/// the new latest). The caller has validated the snapshot against the latest one.
+pub async fn publish_written(table: &Table, snapshot: &Snapshot, json: Bytes) -> Result<bool> {
+    Ok(publish(table, snapshot, json).await? == Published::Ours)
+}
+
+/// What follows a snapshot published from this process: the commit counted, `LATEST` hinted
+/// (and `EARLIEST` for a table's first snapshot), subscriptions woken.
+async fn after_publish(table: &Table, id: i64, kind: CommitKind) {
     crate::metrics::metrics()
         .commits
         .get_or_create(&[("kind", kind.as_str())])

@@ -19,11 +19,11 @@ mod output;
 
 use output::OutputFiles;
 
+use super::commit::CommitMessage;
 use super::data_file::{self, RunFile};
 use super::deletion_vectors::{BucketVectors, Marks, OldCopies};
 use super::lookup::{self, LookupSource};
 use super::progress::Operation;
-use super::write::CommitMessage;
 use super::Table;
 use crate::error::{InternalSnafu, Result};
 use crate::lsm::changelog::chunk_changelog;

@@ -35,7 +35,7 @@ impl Shared {
     fn path(&self, id: &BucketId, file: &DataFileMeta) -> Result<String> {
         Ok(format!(
             "{}/{}",
-            self.table.bucket_dir(&id.0, id.1)?,
+            self.table.bucket_dir(&id.partition, id.bucket)?,
             file.file_name
         ))
     }
@@ -197,7 +197,7 @@ async fn load_vectors(
         VectorSlot::Unloaded(snapshot, entries) => {
             let live: Vec<DataFileMeta> = live.iter().chain(&window.before).cloned().collect();
             let v = table
-                .bucket_vectors(snapshot, &entries, &id.0, id.1, &live)
+                .bucket_vectors(snapshot, &entries, &id.partition, id.bucket, &live)
                 .await?;
             Ok(Some(Arc::new(v.after(&window.before, &window.marks))))
         }
@@ -370,8 +370,8 @@ impl BucketWriter {
         let task = tokio::spawn(async move {
             let vectors = load_vectors(&table, &id, slot, &files, &window).await?;
             let job = compact::BucketCompaction {
-                partition: &id.0,
-                bucket: id.1,
+                partition: &id.partition,
+                bucket: id.bucket,
                 all_files: &files,
                 inputs: &job_inputs,
                 output_level: level,
@@ -451,8 +451,12 @@ impl BucketWriter {
     /// is not the one they were derived from (another writer's commit, or this one's lost);
     /// they are read again, with the open window on top, when next needed.
     pub(super) fn rebase_vectors(&mut self, snapshot: i64, entries: &Arc<Vec<IndexManifestEntry>>) {
-        let now = crate::table::deletion_vectors::bucket_file(entries, &self.id.0, self.id.1)
-            .map(|e| &e.file.file_name);
+        let now = crate::table::deletion_vectors::bucket_file(
+            entries,
+            &self.id.partition,
+            self.id.bucket,
+        )
+        .map(|e| &e.file.file_name);
         let stale = match &self.vectors {
             VectorSlot::Off => false,
             VectorSlot::Unloaded(..) => true,

@@ -63,10 +63,13 @@ pub(super) fn conform(
         }
         columns.push(col);
     }
-    let values =
-        RecordBatch::try_new(Arc::clone(&layout.arrow_schema), columns).context(ArrowSnafu {
-            context: format!("table {table}: input does not match the schema"),
-        })?;
+    // The user's batch: Arrow's refusal is an InvalidArgument, not one of tidelake's invariants.
+    let values = RecordBatch::try_new(Arc::clone(&layout.arrow_schema), columns).map_err(|e| {
+        InvalidArgumentSnafu {
+            message: format!("table {table}: input does not match the schema: {e}"),
+        }
+        .build()
+    })?;
 
     let kind_col = match (row_kind_column, layout.rowkind_field_index) {
         (Some(name), _) => Some((name.to_string(), batch.column_by_name(name).cloned())),

@@ -157,15 +157,6 @@ impl PartitionIndex {
     }
 }
 
-/// Whether a commit whose partition's index base was `base` may replace index files on a table
-/// whose latest snapshot holds `latest` for that partition (both (bucket, file name)): only if no
-/// other writer changed them meanwhile.
-pub(crate) fn base_unchanged(base: &[(i32, String)], latest: &[(i32, String)]) -> bool {
-    let a: BTreeSet<&(i32, String)> = base.iter().collect();
-    let b: BTreeSet<&(i32, String)> = latest.iter().collect();
-    a == b
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,15 +245,5 @@ mod tests {
         assert!(two_buckets
             .unwrap_err()
             .contains("in bucket 0 and in bucket 1"));
-    }
-
-    #[test]
-    fn a_base_changed_by_another_writer_is_seen() {
-        let base = vec![(0, "a".to_string()), (1, "b".to_string())];
-        let same = vec![(1, "b".to_string()), (0, "a".to_string())];
-        assert!(base_unchanged(&base, &same));
-        assert!(!base_unchanged(&base, &[(0, "a".into()), (1, "c".into())]));
-        assert!(!base_unchanged(&base, &[(0, "a".into())]));
-        assert!(!base_unchanged(&[], &[(2, "z".into())]));
     }
 }

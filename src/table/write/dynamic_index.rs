@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use arrow::array::RecordBatch;
 
 use super::dynamic::{DynamicOptions, PartitionIndex};
-use super::{route, BucketId, CommitMessage, TableWrite};
+use super::{route, BucketId, TableWrite};
 use crate::error::{CorruptSnafu, Result};
 use crate::spec::index_manifest::{IndexManifestEntry, HASH_INDEX};
+use crate::table::commit::CommitMessage;
 
 /// What a writer of a dynamic-bucket table knows of its HASH index.
 #[derive(Debug, Default)]
@@ -32,7 +33,7 @@ impl TableWrite {
     ) -> Result<Vec<(BucketId, Vec<u32>)>> {
         let hashes = route::key_hashes(self.layout(), values)?;
         let mut out = Vec::new();
-        for ((partition, _), rows) in groups {
+        for (BucketId { partition, .. }, rows) in groups {
             self.load_partition_index(&partition).await?;
             let Some(d) = self.dynamic.as_mut() else {
                 break;
@@ -49,7 +50,7 @@ impl TableWrite {
             out.extend(
                 by_bucket
                     .into_iter()
-                    .map(|(b, rows)| ((partition.clone(), b), rows)),
+                    .map(|(b, rows)| (BucketId::new(partition.clone(), b), rows)),
             );
         }
         Ok(out)
@@ -94,9 +95,12 @@ impl TableWrite {
         let loaded = futures::future::try_join_all(reads).await?;
         let table = self.table().identifier().to_string();
         let shown = self.table().partition_display(partition);
-        if let Some(((_, b), _)) = self.restored.iter().flatten().find(|((p, b), r)| {
-            p == partition && !r.files.is_empty() && !loaded.iter().any(|(x, _, _)| x == b)
-        }) {
+        let unindexed = self.restored.iter().flatten().find(|(id, r)| {
+            id.partition == *partition
+                && !r.files.is_empty()
+                && !loaded.iter().any(|(x, _, _)| *x == id.bucket)
+        });
+        if let Some((BucketId { bucket: b, .. }, _)) = unindexed {
             return CorruptSnafu {
                 path: self.table().path().to_string(),
                 message: format!(

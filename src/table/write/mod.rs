@@ -22,68 +22,16 @@ use arrow::compute::take_record_batch;
 use arrow::datatypes::SchemaRef;
 use snafu::ResultExt;
 
+use super::commit::CommitMessage;
 use super::compact::{self, Force};
 use super::Table;
 use crate::error::{invalid, ArrowSnafu, InternalSnafu, Result};
 use crate::lsm::levels::Levels;
 use crate::manifest::FileNamer;
 use crate::schema::layout::TableLayout;
-use crate::spec::index_manifest::{IndexFileMeta, IndexManifestEntry};
+use crate::spec::index_manifest::IndexManifestEntry;
 use crate::spec::{BucketMode, ChangelogProducer, CommitKind, DataFileMeta};
-use crate::table::deletion_vectors::{bucket_file, BucketVectors, VectorsChange};
-
-/// New files of one (partition, bucket), produced by a writer for one commit.
-#[derive(Debug, Clone)]
-pub struct CommitMessage {
-    pub partition: Vec<u8>,
-    pub bucket: i32,
-    pub total_buckets: i32,
-    pub new_files: Vec<DataFileMeta>,
-    /// Changelog files of the new data (`changelog-producer` = `input`).
-    pub changelog_files: Vec<DataFileMeta>,
-    /// Files a compaction replaced (at their old levels) and the files it wrote.
-    pub compact_before: Vec<DataFileMeta>,
-    pub compact_after: Vec<DataFileMeta>,
-    /// Changelog files a compaction produced (`lookup` and `full-compaction` producers).
-    pub compact_changelog: Vec<DataFileMeta>,
-    /// New index files of this bucket (a dynamic bucket's HASH file, replacing the previous one).
-    pub index_files: Vec<IndexFileMeta>,
-    /// The HASH files of this partition the writer assigned buckets from, (bucket, file name),
-    /// when it added index files: the commit checks no other writer changed them meanwhile.
-    pub index_base: Option<Vec<(i32, String)>>,
-    /// A compaction's new deletion-vector file of this bucket (`deletion-vectors.enabled`),
-    /// committed with the COMPACT snapshot, and the file it replaces.
-    pub vectors: Option<VectorsChange>,
-}
-
-impl CommitMessage {
-    /// A message of one bucket with nothing in it yet.
-    pub fn empty(partition: Vec<u8>, bucket: i32, total_buckets: i32) -> Self {
-        Self {
-            partition,
-            bucket,
-            total_buckets,
-            new_files: vec![],
-            changelog_files: vec![],
-            compact_before: vec![],
-            compact_after: vec![],
-            compact_changelog: vec![],
-            index_files: vec![],
-            index_base: None,
-            vectors: None,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.new_files.is_empty()
-            && self.changelog_files.is_empty()
-            && self.compact_before.is_empty()
-            && self.compact_after.is_empty()
-            && self.compact_changelog.is_empty()
-            && self.index_files.is_empty()
-            && self.vectors.is_none()
-    }
-}
+use crate::table::deletion_vectors::{bucket_file, BucketVectors};
 
 mod bucket;
 mod conform;
@@ -91,13 +39,11 @@ mod dynamic;
 mod dynamic_index;
 mod route;
 
-pub(crate) use dynamic::base_unchanged;
 use dynamic_index::DynamicIndex;
 
 use bucket::{BucketWriter, Shared, VectorSlot};
 
-/// A bucket of a table: (serialized partition, bucket number).
-type BucketId = (Vec<u8>, i32);
+use crate::spec::partition::BucketId;
 
 /// What a writer learned about one bucket from the snapshot it started from.
 #[derive(Debug)]
@@ -302,7 +248,7 @@ impl TableWrite {
         self.spill(&ids).await?;
         let total_buckets = self.layout().total_buckets();
         let mut messages: Vec<CommitMessage> = Vec::new();
-        for ((partition, bucket), w) in self.buckets.iter_mut() {
+        for (BucketId { partition, bucket }, w) in self.buckets.iter_mut() {
             if !w.has_work() {
                 continue;
             }
@@ -352,7 +298,8 @@ impl TableWrite {
             _ if !layout.deletion_vectors() => VectorSlot::Off,
             // The bucket's old vectors are of files being replaced; the commit still checks them.
             Some((_, entries)) if ignore_previous => VectorSlot::Loaded(Arc::new(BucketVectors {
-                base: bucket_file(entries, &id.0, id.1).map(|e| e.file.file_name.clone()),
+                base: bucket_file(entries, &id.partition, id.bucket)
+                    .map(|e| e.file.file_name.clone()),
                 ..Default::default()
             })),
             Some((snapshot, entries)) => VectorSlot::Unloaded(*snapshot, Arc::clone(entries)),
@@ -389,7 +336,7 @@ impl TableWrite {
             else {
                 continue;
             };
-            let dir = self.table().bucket_dir(&id.0, id.1)?;
+            let dir = self.table().bucket_dir(&id.partition, id.bucket)?;
             let names = (
                 self.shared.namer.next(&self.file_name.0, self.file_name.1),
                 self.shared.namer.next("changelog-", ".parquet"),
@@ -487,7 +434,9 @@ impl TableWrite {
                     e.total_buckets
                 );
             }
-            let slot = restored.entry((e.partition, e.bucket)).or_default();
+            let slot = restored
+                .entry(BucketId::new(e.partition, e.bucket))
+                .or_default();
             slot.max_sequence = slot.max_sequence.max(e.file.max_sequence_number);
             slot.files.push(e.file);
         }
@@ -518,13 +467,19 @@ impl TableWrite {
         };
         let wait = self.wait_compaction || force.is_some();
         for m in messages.iter() {
-            if let Some(w) = self.buckets.get_mut(&(m.partition.clone(), m.bucket)) {
+            if let Some(w) = self
+                .buckets
+                .get_mut(&BucketId::new(m.partition.clone(), m.bucket))
+            {
                 w.finish_compaction(&self.shared, wait).await?;
             }
         }
         self.refresh_live(messages).await?;
         for m in messages.iter_mut() {
-            let Some(w) = self.buckets.get_mut(&(m.partition.clone(), m.bucket)) else {
+            let Some(w) = self
+                .buckets
+                .get_mut(&BucketId::new(m.partition.clone(), m.bucket))
+            else {
                 continue;
             };
             w.start_compaction(&self.shared, force);
@@ -595,7 +550,10 @@ impl TableWrite {
                     .await?,
             );
             for m in messages {
-                if let Some(w) = self.buckets.get_mut(&(m.partition.clone(), m.bucket)) {
+                if let Some(w) = self
+                    .buckets
+                    .get_mut(&BucketId::new(m.partition.clone(), m.bucket))
+                {
                     w.rebase_vectors(latest, &entries);
                 }
             }
@@ -614,13 +572,13 @@ impl TableWrite {
                 .any(|m| m.partition == e.partition && m.bucket == e.bucket)
             {
                 committed
-                    .entry((e.partition, e.bucket))
+                    .entry(BucketId::new(e.partition, e.bucket))
                     .or_default()
                     .push(e.file);
             }
         }
         for m in messages {
-            let id = (m.partition.clone(), m.bucket);
+            let id = BucketId::new(m.partition.clone(), m.bucket);
             let Some(w) = self.buckets.get_mut(&id) else {
                 continue;
             };

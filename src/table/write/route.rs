@@ -77,7 +77,7 @@ pub(super) fn route(
                     BucketMode::Postpone => crate::spec::POSTPONE_BUCKET,
                     _ => b as i32,
                 };
-                out.push(((partitions[p].clone(), bucket), rows));
+                out.push((BucketId::new(partitions[p].clone(), bucket), rows));
             }
         }
     }
@@ -141,7 +141,10 @@ mod tests {
     fn one_bucket_unpartitioned_is_one_group_in_input_order() {
         let l = layout(1, false);
         let groups = route(&l, &rows(&l, &[5, 3, 9], &["a", "b", "c"])).unwrap();
-        assert_eq!(groups, vec![((binary_row::empty_row(), 0), vec![0, 1, 2])]);
+        assert_eq!(
+            groups,
+            vec![(BucketId::new(binary_row::empty_row(), 0), vec![0, 1, 2])]
+        );
     }
 
     #[test]
@@ -154,7 +157,7 @@ mod tests {
         let groups = route(&l, &rows(&l, &ids, &dts)).unwrap();
         let mut seen = vec![0; 200];
         let mut bucket_of_key: HashMap<(i64, &str), i32> = HashMap::new();
-        for ((partition, bucket), members) in &groups {
+        for (BucketId { partition, bucket }, members) in &groups {
             assert!((0..4).contains(bucket));
             assert!(members.windows(2).all(|w| w[0] < w[1]), "input order kept");
             for &r in members {
