@@ -14,6 +14,7 @@ pub mod gate;
 pub mod ipc;
 pub mod metadata;
 mod metrics_http;
+pub mod principal;
 pub mod rest;
 pub mod seal;
 pub mod service;

@@ -32,20 +32,6 @@ use super::status::{bounded, to_status};
 use super::streaming::{Releasable, Shutdown};
 use crate::runtime::{with_deadline, Admission, Panicked, WorkPool};
 
-/// Flight-core session actions answered here (name, description).
-pub const SESSION_ACTIONS: &[(&str, &str)] = &[
-    (
-        "SetSessionOptions",
-        "Sets session options: 'schema' (current database) and 'catalog' (must be 'tidelake')",
-    ),
-    ("GetSessionOptions", "Returns the session's catalog and schema"),
-    ("CloseSession", "Ends the session; its token stops working"),
-    (
-        "CancelFlightInfo",
-        "Cancels a FlightInfo (tickets hold no server state; streams stop when the client stops reading)",
-    ),
-];
-
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// The authenticated Flight service. Authentication and the cheap calls (Handshake, session

@@ -3,6 +3,20 @@
 
 use std::collections::HashMap;
 
+/// Flight-core session actions answered by the service (name, description).
+pub const SESSION_ACTIONS: &[(&str, &str)] = &[
+    (
+        "SetSessionOptions",
+        "Sets session options: 'schema' (current database) and 'catalog' (must be 'tidelake')",
+    ),
+    ("GetSessionOptions", "Returns the session's catalog and schema"),
+    ("CloseSession", "Ends the session; its token stops working"),
+    (
+        "CancelFlightInfo",
+        "Cancels a FlightInfo (tickets hold no server state; streams stop when the client stops reading)",
+    ),
+];
+
 /// `SessionOptionValue`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct SessionOptionValue {

@@ -4,10 +4,10 @@
 //! acknowledges each commit with a PutResult once its snapshots are durable. The protocol is
 //! documented in `proto/tidelake.proto` (StreamingWrite, WritePosition, WriteAck).
 //!
-//! This module owns the protocol's state machine ([`Stream`]), the pure deciders it runs on
-//! ([`commit_due`], [`check_position`], [`next_identifier`]) and the per-server registry that
-//! keeps one stream per (table, commit user) ([`Streams`]). Fencing across servers is the
-//! committer's ([`crate::table::TableCommit::commit_fenced`]).
+//! This module owns the protocol's state machine ([`Stream`]) and the pure deciders it runs on
+//! ([`commit_due`], [`check_position`], [`next_identifier`]). The one-stream-per-(table, commit
+//! user) places are the tenant's registry ([`super::tenant::streams`]); fencing across servers is
+//! the committer's ([`crate::table::TableCommit::commit_fenced`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -107,47 +107,6 @@ pub fn next_identifier(last_position: Option<i64>, last_durable: Option<i64>) ->
         Some(p) if last_durable.is_none_or(|d| p > d) => p,
         _ => counted,
     })
-}
-
-/// The streams open on this server, by tenant warehouse, table and commit user: a second stream
-/// of one commit user into one table is refused while the first lives (the first may hold rows
-/// it has not acknowledged yet; fencing it would lose nothing durable but would surprise it).
-#[derive(Debug, Default)]
-pub struct Streams {
-    open: Mutex<HashMap<(String, String), Instant>>,
-}
-
-/// Holds a stream's place in [`Streams`]; dropping it frees the place.
-#[derive(Debug)]
-pub struct StreamGuard {
-    streams: Arc<Streams>,
-    key: (String, String),
-}
-
-impl Drop for StreamGuard {
-    fn drop(&mut self) {
-        self.streams
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.key);
-    }
-}
-
-impl Streams {
-    /// Takes the place of (`table`, `commit_user`), or says since when another stream holds it.
-    pub fn open(self: &Arc<Self>, table: &str, commit_user: &str) -> Result<StreamGuard, Duration> {
-        let key = (table.to_string(), commit_user.to_string());
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(since) = open.get(&key) {
-            return Err(since.elapsed());
-        }
-        open.insert(key.clone(), Instant::now());
-        Ok(StreamGuard {
-            streams: Arc::clone(self),
-            key,
-        })
-    }
 }
 
 /// What a stream was opened with, checked.
@@ -602,7 +561,7 @@ pub async fn serve(
         None => tokio::sync::watch::channel(false).1,
     };
     let note = request.extensions().get::<Arc<AuditNote>>().cloned();
-    let input = super::flight_sql::checked_flight_data(
+    let input = super::ipc::checked_flight_data(
         request
             .into_inner()
             .map(|r| r.map_err(|s| FlightError::Tonic(Box::new(s)))),
@@ -669,16 +628,5 @@ mod tests {
         assert_eq!(next_identifier(Some(100), Some(100)), Some(101));
         assert_eq!(next_identifier(Some(0), None), Some(0));
         assert_eq!(next_identifier(None, Some(i64::MAX)), None);
-    }
-
-    #[test]
-    fn one_stream_per_table_and_commit_user() {
-        let streams = Arc::new(Streams::default());
-        let a = streams.open("db.t", "u").unwrap();
-        assert!(streams.open("db.t", "u").is_err());
-        let _b = streams.open("db.t", "v").unwrap();
-        let _c = streams.open("db.t2", "u").unwrap();
-        drop(a);
-        assert!(streams.open("db.t", "u").is_ok());
     }
 }

@@ -27,6 +27,9 @@ use sha2::Digest;
 use snafu::IntoError;
 use tonic::Status;
 
+// Re-exported for the doors that name it through `auth` (the REST catalog).
+pub use super::principal::Principal;
+use super::principal::SessionKey;
 use super::tenant::{Tenant, Tenants};
 use crate::error::ErrorKind;
 use crate::sql::{Role, SqlSession};
@@ -41,9 +44,6 @@ const LENIENT: GeneralPurpose = GeneralPurpose::new(
 
 /// Sessions with options set that one server keeps at most (older ones are dropped first).
 const MAX_SESSIONS: usize = 100_000;
-
-/// Identifies a token's session: the first 16 bytes of SHA-256 of the token.
-pub type SessionKey = [u8; 16];
 
 /// Verified tokens one server remembers at most ([`Authenticator::verify`]).
 const MAX_VERIFIED: u64 = 10_000;
@@ -73,30 +73,6 @@ impl moka::Expiry<[u8; 32], Principal> for UntilExpiry {
 /// How long a principal whose token expires at `exp` is remembered at `now` (unix seconds).
 fn remembered_for(exp: u64, now: u64) -> Duration {
     Duration::from_secs(exp.saturating_sub(now).saturating_sub(1)).min(VERIFIED_FOR)
-}
-
-/// The caller of one request, resolved by the gate before the request touches anything.
-#[derive(Debug, Clone)]
-pub struct Principal {
-    /// The tenant whose catalog this principal sees (and nothing else).
-    pub tenant: Arc<Tenant>,
-    /// The config user's name, or an identity provider's `sub`.
-    pub subject: String,
-    /// `tidelake` for minted tokens, else the identity provider's issuer.
-    pub issuer: Arc<str>,
-    /// The highest role granted.
-    pub role: Role,
-    /// The session of the token this principal came with.
-    pub session: SessionKey,
-    /// When the token expires (unix seconds).
-    pub expires_at: u64,
-}
-
-impl Principal {
-    /// Whose share of the work slots this call takes (one subject of one issuer in one tenant).
-    pub fn admission_key(&self) -> String {
-        format!("{}\0{}\0{}", self.tenant.name, self.issuer, self.subject)
-    }
 }
 
 /// A principal, and the token to send back when it was resolved from a password.

@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::{Authenticator, Principal};
+use super::ipc::checked_flight_data;
 use super::metadata;
 use super::seal;
 use super::status::{invalid, to_status};
@@ -53,7 +54,6 @@ mod tickets;
 
 use encode::{batch_stream, flight_info, ipc_schema, metadata_info, plain_type};
 pub(crate) use encode::{encode_stream, plain_schema};
-pub(crate) use tickets::checked_flight_data;
 use tickets::encode_params;
 pub(crate) use tickets::Handle;
 
@@ -730,7 +730,7 @@ impl FlightSqlService for TidelakeFlightSql {
 
     async fn list_custom_actions(&self) -> Option<Vec<std::result::Result<ActionType, Status>>> {
         Some(
-            super::service::SESSION_ACTIONS
+            super::session::SESSION_ACTIONS
                 .iter()
                 .chain(super::admin::ADMIN_ACTIONS)
                 .map(|(name, description)| {
