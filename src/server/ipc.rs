@@ -361,6 +361,9 @@ pub(crate) fn check_ipc_stream(bytes: &[u8]) -> Result<(), String> {
     }
 }
 
+/// A DoPut's messages as they arrive from the client (the descriptor's message first).
+pub type FlightDataIn = futures::stream::BoxStream<'static, Result<FlightData, tonic::Status>>;
+
 /// `input` with every message checked ([`check_flight_data`]) before arrow decodes it: what
 /// every DoPut handler reads its client's messages through.
 pub(crate) fn checked_flight_data(

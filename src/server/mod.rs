@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod audit;
 pub mod auth;
+pub mod call;
 pub mod changelog;
 pub mod flight_sql;
 pub mod gate;
@@ -556,9 +557,11 @@ async fn run_opened(
     health
         .set_serving::<FlightServiceServer<service::TidelakeService>>()
         .await;
-    let service = FlightServiceServer::new(
-        service::TidelakeService::new(flight_sql, work).with_shutdown(stop_rx.clone()),
-    )
+    let service = FlightServiceServer::new(service::TidelakeService::new(
+        flight_sql,
+        work,
+        call::Shutdown::new(stop_rx.clone()),
+    ))
     .max_decoding_message_size(MAX_MESSAGE_SIZE)
     .max_encoding_message_size(MAX_MESSAGE_SIZE);
     let mut wait_stop = stop_rx.clone();

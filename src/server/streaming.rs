@@ -9,8 +9,7 @@
 //! user) places are the tenant's registry ([`super::tenant::streams`]); fencing across servers is
 //! the committer's ([`crate::table::TableCommit::commit_fenced`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
@@ -25,10 +24,12 @@ use tonic::Status;
 
 use crate::catalog::{Catalog, Identifier};
 use crate::error::ErrorKind;
-use crate::sql::Role;
+use crate::sql::{Role, SqlSession};
 use crate::table::{CommitOutcome, Table, TableCommit, TableWrite, WriteOptions};
 
 use super::audit::AuditNote;
+use super::call::{AdmissionPermit, Call, Responses, Shutdown};
+use super::ipc::{checked_flight_data, FlightDataIn};
 use super::status::{status, to_status};
 
 /// The `google.protobuf.Any` type URL of a streaming write's descriptor command.
@@ -207,7 +208,7 @@ struct Stream {
     pending_rows: u64,
     oldest_pending: Option<Instant>,
     /// The call's audit note: acknowledged rows are counted there.
-    note: Option<Arc<AuditNote>>,
+    note: Arc<AuditNote>,
 }
 
 /// A PutResult carrying `ack`.
@@ -316,9 +317,7 @@ impl Stream {
         m.stream_rows.inc_by(rows);
         m.stream_ack_seconds
             .observe(started.elapsed().as_secs_f64());
-        if let Some(note) = &self.note {
-            note.add_rows(rows);
-        }
+        self.note.add_rows(rows);
         Ok(WriteAck {
             identifier,
             snapshot_ids: committed.snapshots,
@@ -342,8 +341,8 @@ pub async fn run(
     opened: Opened,
     input: impl FuturesStream<Item = Result<FlightData, FlightError>> + Send + Unpin + 'static,
     out: tokio::sync::mpsc::Sender<Result<PutResult, Status>>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-    note: Option<Arc<AuditNote>>,
+    mut shutdown: Shutdown,
+    note: Arc<AuditNote>,
     places: impl Send,
 ) {
     let Opened {
@@ -400,12 +399,7 @@ pub async fn run(
         let deadline = s.deadline();
         let next = tokio::select! {
             biased;
-            _ = async {
-                // A server without a shutdown signal (its sender gone) never stops a stream.
-                if shutdown.wait_for(|stopping| *stopping).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            } => Next::Shutdown,
+            _ = shutdown.requested() => Next::Shutdown,
             _ = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -505,41 +499,33 @@ fn flight_status(e: FlightError) -> Status {
     }
 }
 
-/// The statement slot a DoPut was admitted with, released by a streaming write (a stream that
-/// lives for hours holds a `max_streams` slot instead).
-#[derive(Debug, Clone)]
-pub struct Releasable(pub Arc<Mutex<Option<Box<dyn std::any::Any + Send>>>>);
-
-impl Releasable {
-    pub fn release(&self) {
-        drop(self.0.lock().unwrap_or_else(|p| p.into_inner()).take());
-    }
-}
-
-/// The server's shutdown signal, for streams that end only when asked.
-#[derive(Debug, Clone)]
-pub struct Shutdown(pub tokio::sync::watch::Receiver<bool>);
-
 /// The PutResult stream of a DoPut.
-pub type PutStream = std::pin::Pin<Box<dyn FuturesStream<Item = Result<PutResult, Status>> + Send>>;
+pub type PutStream = Responses<PutResult>;
 
 /// Serves a streaming write: checks it, takes its places (a `max_streams` slot, the (table,
-/// commit user) one), gives back the DoPut's statement slot and runs the stream on its own task
-/// (on the work thread the call runs on).
+/// commit user) one), gives back the DoPut's `permit` (a stream that lives for hours holds a
+/// `max_streams` place instead of a statement slot) and runs the stream on its own task (on the
+/// work thread the call runs on). The stream ends when the producer ends it, on an error, or
+/// when the call's shutdown signal is requested (after committing what is pending).
 pub async fn serve(
-    auth: &super::auth::Authenticator,
-    request: tonic::Request<arrow_flight::sql::server::PeekableFlightDataStream>,
+    call: &Call,
+    session: &SqlSession,
+    permit: AdmissionPermit,
+    input: FlightDataIn,
     cmd: StreamingWrite,
-) -> Result<tonic::Response<PutStream>, Status> {
-    let principal = super::flight_sql::principal(&request)?;
-    let session = auth.session(&principal);
-    super::flight_sql::audit_object(&request, || format!("stream {}", cmd.table.trim()));
-    let catalog = principal.tenant.engine.catalog();
-    let opened = open(catalog, &session.database, session.role, cmd).await?;
-    super::flight_sql::audit_object(&request, || format!("stream {}", opened.id));
-    let permit = principal.tenant.open_stream()?;
-    let place = principal
-        .tenant
+) -> Result<PutStream, Status> {
+    let tenant = &call.principal.tenant;
+    call.set_object(|| format!("stream {}", cmd.table.trim()));
+    let opened = open(
+        tenant.engine.catalog(),
+        &session.database,
+        session.role,
+        cmd,
+    )
+    .await?;
+    call.set_object(|| format!("stream {}", opened.id));
+    let stream_slot = tenant.open_stream()?;
+    let place = tenant
         .writers
         .open(&opened.id.to_string(), &opened.commit_user)
         .map_err(|since| {
@@ -553,21 +539,11 @@ pub async fn serve(
                 ),
             )
         })?;
-    if let Some(slot) = request.extensions().get::<Releasable>() {
-        slot.release();
-    }
-    let shutdown = match request.extensions().get::<Shutdown>() {
-        Some(s) => s.0.clone(),
-        None => tokio::sync::watch::channel(false).1,
-    };
-    let note = request.extensions().get::<Arc<AuditNote>>().cloned();
-    let input = super::ipc::checked_flight_data(
-        request
-            .into_inner()
-            .map(|r| r.map_err(|s| FlightError::Tonic(Box::new(s)))),
-    );
+    drop(permit);
+    let input = checked_flight_data(input.map(|r| r.map_err(|s| FlightError::Tonic(Box::new(s)))));
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let open = crate::metrics::GaugeGuard::new(&crate::metrics::metrics().write_streams);
+    let (shutdown, note) = (call.shutdown().clone(), Arc::clone(call.note()));
     tokio::spawn(async move {
         // Held until the stream's cleanup is done.
         run(
@@ -576,12 +552,12 @@ pub async fn serve(
             tx,
             shutdown,
             note,
-            (permit, place, open),
+            (stream_slot, place, open),
         )
         .await;
     });
     let stream: PutStream = Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx));
-    Ok(tonic::Response::new(stream))
+    Ok(stream)
 }
 
 #[cfg(test)]
