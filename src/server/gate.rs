@@ -114,7 +114,8 @@ where
             }
             let resolved = match auth.resolve(header.as_ref()).await {
                 Ok(r) => r,
-                Err(status) => {
+                Err(e) => {
+                    let status = super::status::to_status(e);
                     // Refusal messages are a fixed vocabulary; they never carry the token.
                     record.status = code_name(status.code());
                     record.auth = Some(status.message().to_string());

@@ -10,7 +10,10 @@
 //!   bounded map keyed by a hash of the token; a session a server never saw starts in `default`.
 //!
 //! The gate ([`super::gate`]) calls [`Authenticator::resolve`] once per RPC, before the request
-//! body is read.
+//! body is read; the REST catalog once per request. Refusals are the crate's errors
+//! (Unauthenticated, or PermissionDenied for a tenant not served here), which each door maps to
+//! its protocol once (`server/status.rs` for gRPC, the REST catalog's `RestError`). This module
+//! imports nothing of the doors: below it are only the principal and the tenants.
 
 pub mod issuer;
 pub mod password;
@@ -25,13 +28,12 @@ use base64::engine::DecodePaddingMode;
 use base64::Engine;
 use sha2::Digest;
 use snafu::IntoError;
-use tonic::Status;
 
 // Re-exported for the doors that name it through `auth` (the REST catalog).
 pub use super::principal::Principal;
 use super::principal::SessionKey;
 use super::tenant::{Tenant, Tenants};
-use crate::error::ErrorKind;
+use crate::error::{Error, ErrorKind, Result};
 use crate::sql::{Role, SqlSession};
 use password::Credential;
 use token::{Keys, Refusal};
@@ -140,14 +142,22 @@ pub struct Authenticator {
     default_database: String,
 }
 
-fn unauthenticated(message: impl Into<String>) -> Status {
-    super::status::status(ErrorKind::Unauthenticated, message.into())
+/// An Unauthenticated error: credentials missing, malformed or refused.
+#[track_caller]
+fn unauthenticated(message: impl Into<String>) -> Error {
+    crate::error::of_kind(ErrorKind::Unauthenticated, message)
 }
 
-impl From<Refusal> for Status {
-    fn from(r: Refusal) -> Self {
-        unauthenticated(r.to_string())
-    }
+/// The error of a refused bearer token.
+#[track_caller]
+fn refused(r: Refusal) -> Error {
+    unauthenticated(r.to_string())
+}
+
+/// A PermissionDenied error: the credentials are good, but they reach nothing here.
+#[track_caller]
+fn denied(message: impl Into<String>) -> Error {
+    crate::error::of_kind(ErrorKind::PermissionDenied, message)
 }
 
 impl Authenticator {
@@ -210,7 +220,7 @@ impl Authenticator {
 
     /// The principal of a request's `authorization` header: a `Bearer` token, or `Basic`
     /// credentials (answered with a minted token).
-    pub async fn resolve(&self, header: Option<&http::HeaderValue>) -> Result<Resolved, Status> {
+    pub async fn resolve(&self, header: Option<&http::HeaderValue>) -> Result<Resolved> {
         let Some(value) = header else {
             return Err(unauthenticated(
                 "no credentials: authenticate with a Basic handshake, then send 'authorization: Bearer <token>'",
@@ -240,7 +250,7 @@ impl Authenticator {
     }
 
     /// Checks a user name and password and mints a token.
-    pub async fn login(&self, user: &str, password: &str) -> Result<Resolved, Status> {
+    pub async fn login(&self, user: &str, password: &str) -> Result<Resolved> {
         let _permit = self
             .logins
             .acquire()
@@ -269,7 +279,7 @@ impl Authenticator {
     }
 
     /// A fresh token for `subject`.
-    fn mint(&self, subject: &str, tenant: &str, role: Role) -> Result<Resolved, Status> {
+    fn mint(&self, subject: &str, tenant: &str, role: Role) -> Result<Resolved> {
         let tenant = self.tenant(tenant)?;
         let (token, claims) = token::mint(
             &self.keys,
@@ -278,8 +288,7 @@ impl Authenticator {
             role,
             token::unix_now(),
             self.options.token_ttl.as_secs(),
-        )
-        .map_err(super::status::to_status)?;
+        )?;
         Ok(Resolved {
             principal: Principal {
                 tenant,
@@ -296,7 +305,7 @@ impl Authenticator {
     /// The principal of a bearer token: one tidelake minted, or an identity provider's. A minted
     /// token verified in the last [`VERIFIED_FOR`] is taken as it was then, up to its `exp`; a
     /// closed session is refused either way.
-    fn verify(&self, token: &str) -> Result<Principal, Status> {
+    fn verify(&self, token: &str) -> Result<Principal> {
         let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
         let principal = match self.verified.get(&digest) {
             Some(p) => p,
@@ -313,30 +322,30 @@ impl Authenticator {
             }
         };
         if self.lock().revoked.contains_key(&principal.session) {
-            return Err(Refusal("the session was closed").into());
+            return Err(refused(Refusal("the session was closed")));
         }
         Ok(principal)
     }
 
     /// [`Authenticator::verify`] without the remembered tokens and the closed sessions.
-    fn verify_signed(&self, token: &str) -> Result<Principal, Status> {
+    fn verify_signed(&self, token: &str) -> Result<Principal> {
         #[derive(serde::Deserialize)]
         struct Peek {
             iss: Option<String>,
         }
-        let header = token::check_header(token)?;
+        let header = token::check_header(token).map_err(refused)?;
         // Only to choose whose keys check the signature; nothing else is read unverified.
         let iss = jsonwebtoken::dangerous::insecure_decode_claims::<Peek>(token)
-            .map_err(|_| Status::from(Refusal("malformed token")))?
+            .map_err(|_| refused(Refusal("malformed token")))?
             .iss;
         let session = session_key(token);
         let principal = match iss.as_deref() {
-            None => return Err(Refusal("token lacks the 'iss' claim").into()),
+            None => return Err(refused(Refusal("token lacks the 'iss' claim"))),
             Some(token::MINTED_ISSUER) => {
-                let claims = token::verify(&self.keys, token)?;
+                let claims = token::verify(&self.keys, token).map_err(refused)?;
                 let role = claims
                     .role()
-                    .ok_or_else(|| Status::from(Refusal("the token grants no tidelake role")))?;
+                    .ok_or_else(|| refused(Refusal("the token grants no tidelake role")))?;
                 Principal {
                     tenant: self.tenant(&claims.tenant)?,
                     subject: claims.sub,
@@ -348,10 +357,9 @@ impl Authenticator {
             }
             Some(name) => {
                 let Some(issuer) = self.issuers.iter().find(|i| i.issuer == name) else {
-                    return Err(Refusal("unknown issuer").into());
+                    return Err(refused(Refusal("unknown issuer")));
                 };
-                let id = issuer.verify(token, &header)?;
-                let denied = |m: &str| super::status::status(ErrorKind::PermissionDenied, m);
+                let id = issuer.verify(token, &header).map_err(refused)?;
                 let tenant = match (id.tenant.as_deref(), self.tenants.implicit()) {
                     (None, true) => self.tenant(crate::sql::CATALOG_NAME)?,
                     (None, false) => return Err(denied("the token names no tenant")),
@@ -373,13 +381,10 @@ impl Authenticator {
     }
 
     /// The tenant a verified token or a user names.
-    fn tenant(&self, name: &str) -> Result<Arc<Tenant>, Status> {
+    fn tenant(&self, name: &str) -> Result<Arc<Tenant>> {
         self.tenants.get(name).ok_or_else(|| {
             let shown: String = name.chars().take(64).collect();
-            super::status::status(
-                ErrorKind::PermissionDenied,
-                format!("tenant '{shown}' is not served here"),
-            )
+            denied(format!("tenant '{shown}' is not served here"))
         })
     }
 
@@ -441,7 +446,7 @@ fn session_key(token: &str) -> SessionKey {
 }
 
 /// The user name and password of `Basic` credentials (base64 of `user:password`).
-fn parse_basic(encoded: &str) -> Result<(String, String), Status> {
+fn parse_basic(encoded: &str) -> Result<(String, String)> {
     let malformed = || unauthenticated("malformed Basic credentials");
     let decoded = LENIENT.decode(encoded.trim()).map_err(|_| malformed())?;
     let text = String::from_utf8(decoded).map_err(|_| malformed())?;
@@ -541,10 +546,10 @@ mod tests {
             .resolve(Some(&header(&format!("Basic {wrong}"))))
             .await
             .unwrap_err();
-        assert_eq!(e.code(), tonic::Code::Unauthenticated);
-        assert_eq!(e.message(), "invalid user name or password");
+        assert_eq!(e.kind(), ErrorKind::Unauthenticated);
+        assert_eq!(e.to_string(), "invalid user name or password");
         let e = a.login("nobody", "pw1").await.unwrap_err();
-        assert_eq!(e.message(), "invalid user name or password");
+        assert_eq!(e.to_string(), "invalid user name or password");
 
         let token = a.login("bob", "pw1").await.unwrap().minted.unwrap();
         let bearer = header(&format!("Bearer {token}"));
@@ -558,7 +563,10 @@ mod tests {
         assert_eq!(a.session(&other).database, "default");
         a.close(&p);
         let e = a.resolve(Some(&bearer)).await.unwrap_err();
-        assert_eq!(e.message(), "invalid bearer token: the session was closed");
+        assert_eq!(
+            e.to_string(),
+            "invalid bearer token: the session was closed"
+        );
         assert!(a.resolve(None).await.is_err());
         assert!(a.resolve(Some(&header("Token x"))).await.is_err());
     }
@@ -591,7 +599,7 @@ mod tests {
             .resolve(Some(&header(&format!("Bearer {forged}"))))
             .await
             .unwrap_err();
-        assert_eq!(e.code(), tonic::Code::Unauthenticated);
+        assert_eq!(e.kind(), ErrorKind::Unauthenticated);
     }
 
     #[tokio::test]
@@ -623,9 +631,9 @@ mod tests {
         );
         let e = c.resolve(Some(&bearer)).await.unwrap_err();
         assert_eq!(
-            e.message(),
+            e.to_string(),
             "invalid bearer token: signed by another deployment's key"
         );
-        assert!(!e.message().contains(&token));
+        assert!(!e.to_string().contains(&token));
     }
 }
