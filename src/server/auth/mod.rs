@@ -140,6 +140,9 @@ pub struct Authenticator {
     /// of milliseconds).
     logins: tokio::sync::Semaphore,
     default_database: String,
+    /// The algorithms a bearer token may use (minted tokens' and the issuers'), as a refusal
+    /// names them: `HS256/RS256/...`.
+    algorithms: String,
 }
 
 /// An Unauthenticated error: credentials missing, malformed or refused.
@@ -186,6 +189,13 @@ impl Authenticator {
             }
             issuers.push(i);
         }
+        let mut algorithms = vec![token::MINTED_ALGORITHM.to_string()];
+        for a in issuers.iter().flat_map(|i| i.algorithms()) {
+            let name = format!("{a:?}");
+            if !algorithms.contains(&name) {
+                algorithms.push(name);
+            }
+        }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         Ok(Self {
             users,
@@ -200,6 +210,7 @@ impl Authenticator {
                 .build(),
             logins: tokio::sync::Semaphore::new(cores.max(2)),
             default_database: "default".into(),
+            algorithms: algorithms.join("/"),
         })
     }
 
@@ -322,7 +333,7 @@ impl Authenticator {
             }
         };
         if self.lock().revoked.contains_key(&principal.session) {
-            return Err(refused(Refusal("the session was closed")));
+            return Err(refused(Refusal::new("the session was closed")));
         }
         Ok(principal)
     }
@@ -333,19 +344,19 @@ impl Authenticator {
         struct Peek {
             iss: Option<String>,
         }
-        let header = token::check_header(token).map_err(refused)?;
+        let header = token::check_header(token, &self.algorithms).map_err(refused)?;
         // Only to choose whose keys check the signature; nothing else is read unverified.
         let iss = jsonwebtoken::dangerous::insecure_decode_claims::<Peek>(token)
-            .map_err(|_| refused(Refusal("malformed token")))?
+            .map_err(|_| refused(Refusal::new("malformed token")))?
             .iss;
         let session = session_key(token);
         let principal = match iss.as_deref() {
-            None => return Err(refused(Refusal("token lacks the 'iss' claim"))),
+            None => return Err(refused(Refusal::new("token lacks the 'iss' claim"))),
             Some(token::MINTED_ISSUER) => {
                 let claims = token::verify(&self.keys, token).map_err(refused)?;
                 let role = claims
                     .role()
-                    .ok_or_else(|| refused(Refusal("the token grants no tidelake role")))?;
+                    .ok_or_else(|| refused(Refusal::new("the token grants no tidelake role")))?;
                 Principal {
                     tenant: self.tenant(&claims.tenant)?,
                     subject: claims.sub,
@@ -357,7 +368,7 @@ impl Authenticator {
             }
             Some(name) => {
                 let Some(issuer) = self.issuers.iter().find(|i| i.issuer == name) else {
-                    return Err(refused(Refusal("unknown issuer")));
+                    return Err(refused(Refusal::new("unknown issuer")));
                 };
                 let id = issuer.verify(token, &header).map_err(refused)?;
                 let tenant = match (id.tenant.as_deref(), self.tenants.implicit()) {
@@ -600,6 +611,33 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unauthenticated);
+    }
+
+    #[tokio::test]
+    async fn an_alg_none_token_is_refused_naming_the_check() {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let a = authenticator();
+        let part = |v: serde_json::Value| URL_SAFE_NO_PAD.encode(v.to_string());
+        let claims = serde_json::json!({"iss": "tidelake", "aud": "tidelake", "sub": "bob",
+            "tenant": CATALOG_NAME, "roles": ["admin"], "exp": token::unix_now() + 60});
+        let none = format!(
+            "{}.{}.",
+            part(serde_json::json!({"alg": "none", "typ": "JWT"})),
+            part(claims)
+        );
+        let e = a
+            .resolve(Some(&header(&format!("Bearer {none}"))))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unauthenticated);
+        assert_eq!(
+            e.to_string(),
+            "invalid bearer token: token algorithm 'none' is not allowed (expected HS256)"
+        );
+        // As the gate sends it: one line, Unauthenticated.
+        let s = crate::server::status::to_status(e);
+        assert_eq!(s.code(), tonic::Code::Unauthenticated);
+        assert!(!s.message().contains('\n'));
     }
 
     #[tokio::test]
