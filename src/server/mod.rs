@@ -1,8 +1,27 @@
-//! `tidelake serve`: the Arrow Flight SQL server. Configuration, start-up, and graceful shutdown
-//! (on SIGINT/SIGTERM new calls are refused and in-flight calls, commits included, finish).
+//! `tidelake serve`: the Arrow Flight SQL server (and, on its own port, the Paimon REST catalog).
+//! This file owns the configuration, start-up, and graceful shutdown (on SIGINT/SIGTERM new calls
+//! are refused and in-flight calls, commits included, finish; long streams end with Unavailable).
 //!
 //! ```text
-//!  tonic ──► Gate (principal) ──► TidelakeService (Flight-core calls) ──► TidelakeFlightSql ──► SqlEngine / Catalog
+//!  tonic ──► gate (principal, audit line) ──► service (one dispatch: each request kind to its
+//!            handler, with the call's context) ──► flight_sql / streaming / changelog / admin /
+//!            session ──► SqlEngine / Catalog / Table
+//! ```
+//!
+//! The modules form layers; each imports only modules below it (no import cycle):
+//!
+//! ```text
+//!  mod.rs        config, start-up, shutdown
+//!  service       the dispatch of every Flight RPC and request kind
+//!  gate          one principal per RPC, the audit line of each call
+//!  rest/         the Paimon REST catalog (its own routing and dispatch)
+//!  flight_sql    Flight SQL handlers   streaming  streaming writes   changelog  subscriptions
+//!  admin         tidelake.* actions    session    session actions
+//!  call          the per-call context: Call, AdmissionPermit, Shutdown, MintedToken
+//!  auth/         credentials -> Principal (tokens, issuers, passwords, sessions)
+//!  audit  seal  ipc  metadata  status  tls
+//!  principal     who calls: {tenant, subject, issuer, role}
+//!  tenant/       a tenant's engine, limits and registries (operations, streams)
 //! ```
 
 pub mod admin;
