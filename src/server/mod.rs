@@ -76,7 +76,7 @@ pub struct ServerConfig {
     #[serde(default)]
     pub ingest: IngestConfig,
     #[serde(default)]
-    pub auth: AuthConfig,
+    pub auth: auth::AuthConfig,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
     pub tls: Option<TlsConfig>,
@@ -136,21 +136,8 @@ pub struct TenantConfig {
     pub max_streams: Option<usize>,
 }
 
-/// `[auth]`: how tokens and tickets are signed and how long they live.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthConfig {
-    /// 32 or more random bytes (raw, or as hex), shared by the servers of one deployment so
-    /// that each accepts the others' tokens and tickets; without it a key is generated at start.
-    pub signing_key_file: Option<String>,
-    /// Lifetime of the tokens a Basic handshake mints (default 3600).
-    pub token_ttl_seconds: Option<u64>,
-    /// Lifetime of DoGet tickets and prepared-statement handles (default 3600).
-    pub ticket_ttl_seconds: Option<u64>,
-    /// `[[auth.issuers]]`: identity providers whose JWTs are accepted as bearer tokens.
-    #[serde(default)]
-    pub issuers: Vec<auth::issuer::IssuerConfig>,
-}
+/// `[auth]`, defined beside the authenticator it configures.
+pub use auth::AuthConfig;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -93,7 +93,23 @@ pub struct User {
     pub tenant: String,
 }
 
-/// Token settings (`[auth]`).
+/// `[auth]`: how tokens and tickets are signed and how long they live.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// 32 or more random bytes (raw, or as hex), shared by the servers of one deployment so
+    /// that each accepts the others' tokens and tickets; without it a key is generated at start.
+    pub signing_key_file: Option<String>,
+    /// Lifetime of the tokens a Basic handshake mints (default 3600).
+    pub token_ttl_seconds: Option<u64>,
+    /// Lifetime of DoGet tickets and prepared-statement handles (default 3600).
+    pub ticket_ttl_seconds: Option<u64>,
+    /// `[[auth.issuers]]`: identity providers whose JWTs are accepted as bearer tokens.
+    #[serde(default)]
+    pub issuers: Vec<issuer::IssuerConfig>,
+}
+
+/// Token settings (`[auth]`), resolved.
 #[derive(Debug, Clone)]
 pub struct AuthOptions {
     /// The contents of `signing_key_file`, parsed; `None` generates a key at start.
@@ -467,7 +483,7 @@ fn parse_basic(encoded: &str) -> Result<(String, String)> {
 
 /// `[auth]`, with the signing key read and checked.
 impl AuthOptions {
-    pub(crate) fn from_config(config: &super::AuthConfig) -> crate::error::Result<Self> {
+    pub(crate) fn from_config(config: &AuthConfig) -> crate::error::Result<Self> {
         let defaults = AuthOptions::default();
         let keys = match &config.signing_key_file {
             None => None,
