@@ -3,13 +3,16 @@
 //! orphan-file removal, tags, rollback, ALTER TABLE and table info. Each calls the same table
 //! operations as the `CALL sys.*` procedures and the CLI.
 //!
-//! Long operations (compact, expire_snapshots, remove_orphan_files) run as tasks registered in
-//! [`Operations`]: `tidelake.list_operations` lists them, `tidelake.cancel` or the caller ending
-//! its call cancels them, and with `report_progress` the call streams their progress.
+//! Long operations (compact, expire_snapshots, expire_changelogs, remove_orphan_files) run as
+//! tasks registered in the caller's tenant's [`Operations`] (the registry is the tenant's, this
+//! module only uses it): `tidelake.list_operations` lists them, `tidelake.cancel` or the caller
+//! ending its call cancels them, and with `report_progress` the call streams their progress.
+//!
+//! This module owns the action messages' decoding, the role each action needs, and the running
+//! of one action; the dispatcher ([`super::service`]) hands it every `tidelake.*` action.
 
 use crate::error::ErrorKind;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_flight::sql::Any;
@@ -18,13 +21,14 @@ use futures::stream::{self, BoxStream, StreamExt};
 use prost::Message;
 use tidelake_client::admin::{
     type_url, AlterTableRequest, Branch, BranchList, BranchRequest, BucketInfo, CleanupResult,
-    CompactRequest, CompactResult, ExpireChangelogsRequest, ExpireSnapshotsRequest, OperationInfo,
-    OperationList, OperationProgress, OperationRequest, RemoveOrphanFilesRequest, TableInfo,
-    TableInfoRequest, Tag, TagList, TagRequest,
+    CompactRequest, CompactResult, ExpireChangelogsRequest, ExpireSnapshotsRequest, OperationList,
+    OperationRequest, RemoveOrphanFilesRequest, TableInfo, TableInfoRequest, Tag, TagList,
+    TagRequest,
 };
 use tonic::Status;
 
 use super::status::{invalid, to_status};
+use super::tenant::operations::{progress_message, Operations};
 use crate::catalog::Identifier;
 use crate::sql::{Role, SqlEngine, SqlSession};
 use crate::table::maintenance::CleanupReport;
@@ -61,33 +65,6 @@ pub const ADMIN_ACTIONS: &[(&str, &str)] = &[
     ("tidelake.cancel", "OperationRequest -> OperationList: cancel a running operation by id (it stops at its next safe point and fails with CANCELLED)"),
 ];
 
-/// One registered operation.
-#[derive(Debug)]
-struct Running {
-    info: OperationInfo,
-    op: Operation,
-}
-
-/// The long operations this server runs, by id.
-#[derive(Debug, Default)]
-pub struct Operations {
-    running: Mutex<HashMap<String, Running>>,
-}
-
-/// An operation's place in [`Operations`], held by its task: the operation stays listed until
-/// it has stopped.
-struct Registration {
-    ops: Arc<Operations>,
-    id: String,
-    op: Operation,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        self.ops.lock().remove(&self.id);
-    }
-}
-
 /// Held by the call: when the call ends before the operation (the caller cancelled it or went
 /// away), the operation is cancelled.
 struct CancelOnDrop(Operation);
@@ -95,79 +72,6 @@ struct CancelOnDrop(Operation);
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.0.cancel();
-    }
-}
-
-fn progress_message(id: &str, p: &Progress) -> OperationProgress {
-    OperationProgress {
-        operation_id: id.to_string(),
-        phase: p.phase.clone(),
-        done: p.done as i64,
-        total: p.total as i64,
-        files: p.files as i64,
-        bytes: p.bytes as i64,
-    }
-}
-
-impl Operations {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
-        self.running.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn register(self: &Arc<Self>, action: &str, table: &Table, user: &str) -> Registration {
-        let id = uuid::Uuid::new_v4().to_string();
-        let op = Operation::new();
-        op.report_phase("starting");
-        let info = OperationInfo {
-            operation_id: id.clone(),
-            action: action.to_string(),
-            table: table.identifier().to_string(),
-            user: user.to_string(),
-            started_millis: table.clock().now_millis(),
-            ..Default::default()
-        };
-        self.lock().insert(
-            id.clone(),
-            Running {
-                info,
-                op: op.clone(),
-            },
-        );
-        Registration {
-            ops: Arc::clone(self),
-            id,
-            op,
-        }
-    }
-
-    fn info(r: &Running) -> OperationInfo {
-        OperationInfo {
-            progress: Some(progress_message(&r.info.operation_id, &r.op.progress())),
-            cancelling: r.op.is_cancelled(),
-            ..r.info.clone()
-        }
-    }
-
-    /// The running operations, oldest first.
-    pub fn list(&self) -> OperationList {
-        let mut operations: Vec<_> = self.lock().values().map(Self::info).collect();
-        operations.sort_by(|a, b| {
-            (a.started_millis, &a.operation_id).cmp(&(b.started_millis, &b.operation_id))
-        });
-        OperationList { operations }
-    }
-
-    /// Cancels operation `id`; its description, or NotFound.
-    pub fn cancel(&self, id: &str) -> Result<OperationInfo, Status> {
-        let running = self.lock();
-        let r = running.get(id).ok_or_else(|| {
-            super::status::status(
-                ErrorKind::NotFound,
-                format!("no running operation '{id}' (it may have finished)"),
-            )
-        })?;
-        r.op.cancel();
-        Ok(Self::info(r))
     }
 }
 
@@ -198,8 +102,8 @@ async fn long_operation(
     work: Work,
 ) -> Result<ResultStream, Status> {
     let reg = caller.operations.register(action, table, caller.user);
-    let op = reg.op.clone();
-    let id = reg.id.clone();
+    let op = reg.operation().clone();
+    let id = reg.id().to_string();
     let guard = CancelOnDrop(op.clone());
     let task = work(op.clone());
     let handle = tokio::spawn(async move {
@@ -383,7 +287,10 @@ pub async fn run(
             if req.operation_id.is_empty() {
                 return Err(invalid("cancel needs an operation_id"));
             }
-            let info = caller.operations.cancel(&req.operation_id)?;
+            let info = caller
+                .operations
+                .cancel(&req.operation_id)
+                .map_err(to_status)?;
             Ok(one(OperationList {
                 operations: vec![info],
             }

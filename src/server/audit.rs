@@ -91,7 +91,7 @@ impl Record {
     }
 
     /// Who made the call.
-    pub fn identify(&mut self, p: &super::auth::Principal) {
+    pub fn identify(&mut self, p: &super::principal::Principal) {
         self.tenant = Some(p.tenant.name.clone());
         self.subject = Some(p.subject.clone());
         self.issuer = Some(p.issuer.to_string());

@@ -1,7 +1,8 @@
 //! The gate: one tower layer in front of every RPC. It resolves the caller's [`Principal`] from
 //! the request headers before any body is read (a refused call never costs a DoPut decode), puts
-//! it into the request's extensions for every door to take, and adds the minted token to the
-//! response of a call that came with a password.
+//! it into the request's extensions with the call's audit note (and the minted token of a call
+//! that came with a password), from which the dispatcher makes the call's context
+//! ([`super::call`]), and adds the minted token to the response.
 //!
 //! A Handshake without an `authorization` header passes through: its credentials are in the
 //! payload, which the service checks.
@@ -18,12 +19,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::audit::{code_name, Audit, AuditNote, Record};
-use super::auth::{Authenticator, Principal};
-
-/// A token minted for this call (Basic credentials in the header); the Handshake returns it in
-/// its payload too.
-#[derive(Debug, Clone)]
-pub struct MintedToken(pub String);
+use super::auth::Authenticator;
+use super::call::MintedToken;
+use super::principal::Principal;
 
 /// The layer (`Server::builder().layer(GateLayer::new(auth))`).
 #[derive(Debug, Clone)]
@@ -116,7 +114,8 @@ where
             }
             let resolved = match auth.resolve(header.as_ref()).await {
                 Ok(r) => r,
-                Err(status) => {
+                Err(e) => {
+                    let status = super::status::to_status(e);
                     // Refusal messages are a fixed vocabulary; they never carry the token.
                     record.status = code_name(status.code());
                     record.auth = Some(status.message().to_string());

@@ -9,11 +9,15 @@
 //! A message passes when every buffer lies inside its body and every array's buffers are large
 //! enough for the lengths its nodes claim; arrow's own validation (on by default) then checks
 //! the values (offsets inside value buffers, UTF-8, dictionary keys).
+//!
+//! This module owns these checks and the checked stream of a DoPut's messages
+//! ([`checked_flight_data`]); it imports nothing of the server.
 
 use std::collections::VecDeque;
 
 use arrow::datatypes::{DataType, Schema, UnionMode};
 use arrow::ipc::{self, BodyCompressionMethod, CompressionType, MessageHeader, MetadataVersion};
+use arrow_flight::error::FlightError;
 use arrow_flight::FlightData;
 
 /// Most bytes a message's buffers may decompress to, in total.
@@ -355,6 +359,26 @@ pub(crate) fn check_ipc_stream(bytes: &[u8]) -> Result<(), String> {
             schema = Some(s);
         }
     }
+}
+
+/// A DoPut's messages as they arrive from the client (the descriptor's message first).
+pub type FlightDataIn = futures::stream::BoxStream<'static, Result<FlightData, tonic::Status>>;
+
+/// `input` with every message checked ([`check_flight_data`]) before arrow decodes it: what
+/// every DoPut handler reads its client's messages through.
+pub(crate) fn checked_flight_data(
+    input: impl futures::Stream<Item = Result<FlightData, FlightError>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<FlightData, FlightError>> + Send + 'static {
+    let mut schema: Option<Schema> = None;
+    futures::StreamExt::map(input, move |r| {
+        let fd = r?;
+        if let Some(s) =
+            check_flight_data(&fd, schema.as_ref()).map_err(FlightError::DecodeError)?
+        {
+            schema = Some(s);
+        }
+        Ok(fd)
+    })
 }
 
 #[cfg(test)]

@@ -1,19 +1,40 @@
-//! `tidelake serve`: the Arrow Flight SQL server. Configuration, start-up, and graceful shutdown
-//! (on SIGINT/SIGTERM new calls are refused and in-flight calls, commits included, finish).
+//! `tidelake serve`: the Arrow Flight SQL server (and, on its own port, the Paimon REST catalog).
+//! This file owns the configuration, start-up, and graceful shutdown (on SIGINT/SIGTERM new calls
+//! are refused and in-flight calls, commits included, finish; long streams end with Unavailable).
 //!
 //! ```text
-//!  tonic ──► Gate (principal) ──► TidelakeService (Flight-core calls) ──► TidelakeFlightSql ──► SqlEngine / Catalog
+//!  tonic ──► gate (principal, audit line) ──► service (one dispatch: each request kind to its
+//!            handler, with the call's context) ──► flight_sql / streaming / changelog / admin /
+//!            session ──► SqlEngine / Catalog / Table
+//! ```
+//!
+//! The modules form layers; each imports only modules below it (no import cycle):
+//!
+//! ```text
+//!  mod.rs        config, start-up, shutdown
+//!  service       the dispatch of every Flight RPC and request kind
+//!  gate          one principal per RPC, the audit line of each call
+//!  rest/         the Paimon REST catalog (its own routing and dispatch)
+//!  flight_sql    Flight SQL handlers   streaming  streaming writes   changelog  subscriptions
+//!  admin         tidelake.* actions    session    session actions
+//!  call          the per-call context: Call, AdmissionPermit, Shutdown, MintedToken
+//!  auth/         credentials -> Principal (tokens, issuers, passwords, sessions)
+//!  audit  seal  ipc  metadata  status  tls
+//!  principal     who calls: {tenant, subject, issuer, role}
+//!  tenant/       a tenant's engine, limits and registries (operations, streams)
 //! ```
 
 pub mod admin;
 pub mod audit;
 pub mod auth;
+pub mod call;
 pub mod changelog;
 pub mod flight_sql;
 pub mod gate;
 pub mod ipc;
 pub mod metadata;
 mod metrics_http;
+pub mod principal;
 pub mod rest;
 pub mod seal;
 pub mod service;
@@ -55,7 +76,7 @@ pub struct ServerConfig {
     #[serde(default)]
     pub ingest: IngestConfig,
     #[serde(default)]
-    pub auth: AuthConfig,
+    pub auth: auth::AuthConfig,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
     pub tls: Option<TlsConfig>,
@@ -115,21 +136,8 @@ pub struct TenantConfig {
     pub max_streams: Option<usize>,
 }
 
-/// `[auth]`: how tokens and tickets are signed and how long they live.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthConfig {
-    /// 32 or more random bytes (raw, or as hex), shared by the servers of one deployment so
-    /// that each accepts the others' tokens and tickets; without it a key is generated at start.
-    pub signing_key_file: Option<String>,
-    /// Lifetime of the tokens a Basic handshake mints (default 3600).
-    pub token_ttl_seconds: Option<u64>,
-    /// Lifetime of DoGet tickets and prepared-statement handles (default 3600).
-    pub ticket_ttl_seconds: Option<u64>,
-    /// `[[auth.issuers]]`: identity providers whose JWTs are accepted as bearer tokens.
-    #[serde(default)]
-    pub issuers: Vec<auth::issuer::IssuerConfig>,
-}
+/// `[auth]`, defined beside the authenticator it configures.
+pub use auth::AuthConfig;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -555,9 +563,11 @@ async fn run_opened(
     health
         .set_serving::<FlightServiceServer<service::TidelakeService>>()
         .await;
-    let service = FlightServiceServer::new(
-        service::TidelakeService::new(flight_sql, work).with_shutdown(stop_rx.clone()),
-    )
+    let service = FlightServiceServer::new(service::TidelakeService::new(
+        flight_sql,
+        work,
+        call::Shutdown::new(stop_rx.clone()),
+    ))
     .max_decoding_message_size(MAX_MESSAGE_SIZE)
     .max_encoding_message_size(MAX_MESSAGE_SIZE);
     let mut wait_stop = stop_rx.clone();

@@ -1,7 +1,32 @@
-//! Flight's session-option messages (`SetSessionOptions`, `GetSessionOptions`, `CloseSession`),
-//! which arrow-flight 59 does not generate; field numbers follow Flight.proto.
+//! Flight's session actions (`SetSessionOptions`, `GetSessionOptions`, `CloseSession`,
+//! `CancelFlightInfo`): their messages, which arrow-flight 59 does not generate (field numbers
+//! follow Flight.proto), and their answers ([`act`]). A session is a token's: its current
+//! database is kept by the authenticator ([`Authenticator::session`]), on this server only.
 
 use std::collections::HashMap;
+
+use arrow_flight::{CancelFlightInfoResult, CancelStatus};
+use prost::Message;
+use tonic::Status;
+
+use super::auth::Authenticator;
+use super::principal::Principal;
+use super::status::{status, to_status};
+use crate::error::ErrorKind;
+
+/// Flight-core session actions answered by the service (name, description).
+pub const SESSION_ACTIONS: &[(&str, &str)] = &[
+    (
+        "SetSessionOptions",
+        "Sets session options: 'schema' (current database) and 'catalog' (must be 'tidelake')",
+    ),
+    ("GetSessionOptions", "Returns the session's catalog and schema"),
+    ("CloseSession", "Ends the session; its token stops working"),
+    (
+        "CancelFlightInfo",
+        "Cancels a FlightInfo (tickets hold no server state; streams stop when the client stops reading)",
+    ),
+];
 
 /// `SessionOptionValue`.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -78,4 +103,72 @@ pub fn string_value(s: impl Into<String>) -> SessionOptionValue {
     SessionOptionValue {
         option_value: Some(OptionValue::StringValue(s.into())),
     }
+}
+
+/// Answers session action `name` (one of [`SESSION_ACTIONS`]) with `body` for `principal`.
+pub async fn act(
+    auth: &Authenticator,
+    principal: &Principal,
+    name: &str,
+    body: &[u8],
+) -> Result<arrow_flight::Result, Status> {
+    let body: Vec<u8> = match name {
+        "SetSessionOptions" => {
+            let req = SetSessionOptionsRequest::decode(body).map_err(|_| {
+                status(
+                    ErrorKind::InvalidArgument,
+                    "malformed SetSessionOptionsRequest",
+                )
+            })?;
+            let mut result = SetSessionOptionsResult::default();
+            for (name, value) in req.session_options {
+                let text = match value.option_value {
+                    Some(OptionValue::StringValue(s)) => Some(s),
+                    _ => None,
+                };
+                let engine = &principal.tenant.engine;
+                let error = match (name.as_str(), text) {
+                    ("catalog", Some(c)) if c == engine.catalog_name() || c.is_empty() => None,
+                    ("schema", Some(db)) => match engine.catalog().database_exists(&db).await {
+                        Ok(true) => {
+                            auth.set_database(principal, db);
+                            None
+                        }
+                        Ok(false) => Some(INVALID_VALUE),
+                        Err(e) => return Err(to_status(e)),
+                    },
+                    ("catalog" | "schema", _) => Some(INVALID_VALUE),
+                    _ => Some(INVALID_NAME),
+                };
+                if let Some(value) = error {
+                    result.errors.insert(name, SetSessionOptionError { value });
+                }
+            }
+            result.encode_to_vec()
+        }
+        "GetSessionOptions" => {
+            let s = auth.session(principal);
+            let mut result = GetSessionOptionsResult::default();
+            result.session_options.insert(
+                "catalog".into(),
+                string_value(principal.tenant.engine.catalog_name()),
+            );
+            result
+                .session_options
+                .insert("schema".into(), string_value(s.database));
+            result.encode_to_vec()
+        }
+        "CloseSession" => {
+            auth.close(principal);
+            CloseSessionResult { status: 1 }.encode_to_vec()
+        }
+        "CancelFlightInfo" => CancelFlightInfoResult::new(CancelStatus::Cancelled).encode_to_vec(),
+        other => {
+            return Err(status(
+                ErrorKind::Internal,
+                format!("'{other}' is not a session action"),
+            ))
+        }
+    };
+    Ok(arrow_flight::Result { body: body.into() })
 }

@@ -23,7 +23,7 @@ pub fn code(kind: ErrorKind) -> Code {
     }
 }
 
-/// The error kind of a gRPC code (for a status made elsewhere, e.g. by the authenticator, that
+/// The error kind of a gRPC code (for a status made elsewhere, e.g. by a tenant's limits, that
 /// another protocol answers): the inverse of [`code`], up to kinds that share a code.
 pub fn kind_of(code: Code) -> ErrorKind {
     match code {

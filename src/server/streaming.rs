@@ -4,13 +4,12 @@
 //! acknowledges each commit with a PutResult once its snapshots are durable. The protocol is
 //! documented in `proto/tidelake.proto` (StreamingWrite, WritePosition, WriteAck).
 //!
-//! This module owns the protocol's state machine ([`Stream`]), the pure deciders it runs on
-//! ([`commit_due`], [`check_position`], [`next_identifier`]) and the per-server registry that
-//! keeps one stream per (table, commit user) ([`Streams`]). Fencing across servers is the
-//! committer's ([`crate::table::TableCommit::commit_fenced`]).
+//! This module owns the protocol's state machine ([`Stream`]) and the pure deciders it runs on
+//! ([`commit_due`], [`check_position`], [`next_identifier`]). The one-stream-per-(table, commit
+//! user) places are the tenant's registry ([`super::tenant::streams`]); fencing across servers is
+//! the committer's ([`crate::table::TableCommit::commit_fenced`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
@@ -25,10 +24,12 @@ use tonic::Status;
 
 use crate::catalog::{Catalog, Identifier};
 use crate::error::ErrorKind;
-use crate::sql::Role;
+use crate::sql::{Role, SqlSession};
 use crate::table::{CommitOutcome, Table, TableCommit, TableWrite, WriteOptions};
 
 use super::audit::AuditNote;
+use super::call::{AdmissionPermit, Call, Responses, Shutdown};
+use super::ipc::{checked_flight_data, FlightDataIn};
 use super::status::{status, to_status};
 
 /// The `google.protobuf.Any` type URL of a streaming write's descriptor command.
@@ -107,47 +108,6 @@ pub fn next_identifier(last_position: Option<i64>, last_durable: Option<i64>) ->
         Some(p) if last_durable.is_none_or(|d| p > d) => p,
         _ => counted,
     })
-}
-
-/// The streams open on this server, by tenant warehouse, table and commit user: a second stream
-/// of one commit user into one table is refused while the first lives (the first may hold rows
-/// it has not acknowledged yet; fencing it would lose nothing durable but would surprise it).
-#[derive(Debug, Default)]
-pub struct Streams {
-    open: Mutex<HashMap<(String, String), Instant>>,
-}
-
-/// Holds a stream's place in [`Streams`]; dropping it frees the place.
-#[derive(Debug)]
-pub struct StreamGuard {
-    streams: Arc<Streams>,
-    key: (String, String),
-}
-
-impl Drop for StreamGuard {
-    fn drop(&mut self) {
-        self.streams
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.key);
-    }
-}
-
-impl Streams {
-    /// Takes the place of (`table`, `commit_user`), or says since when another stream holds it.
-    pub fn open(self: &Arc<Self>, table: &str, commit_user: &str) -> Result<StreamGuard, Duration> {
-        let key = (table.to_string(), commit_user.to_string());
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(since) = open.get(&key) {
-            return Err(since.elapsed());
-        }
-        open.insert(key.clone(), Instant::now());
-        Ok(StreamGuard {
-            streams: Arc::clone(self),
-            key,
-        })
-    }
 }
 
 /// What a stream was opened with, checked.
@@ -248,7 +208,7 @@ struct Stream {
     pending_rows: u64,
     oldest_pending: Option<Instant>,
     /// The call's audit note: acknowledged rows are counted there.
-    note: Option<Arc<AuditNote>>,
+    note: Arc<AuditNote>,
 }
 
 /// A PutResult carrying `ack`.
@@ -357,9 +317,7 @@ impl Stream {
         m.stream_rows.inc_by(rows);
         m.stream_ack_seconds
             .observe(started.elapsed().as_secs_f64());
-        if let Some(note) = &self.note {
-            note.add_rows(rows);
-        }
+        self.note.add_rows(rows);
         Ok(WriteAck {
             identifier,
             snapshot_ids: committed.snapshots,
@@ -383,8 +341,8 @@ pub async fn run(
     opened: Opened,
     input: impl FuturesStream<Item = Result<FlightData, FlightError>> + Send + Unpin + 'static,
     out: tokio::sync::mpsc::Sender<Result<PutResult, Status>>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-    note: Option<Arc<AuditNote>>,
+    mut shutdown: Shutdown,
+    note: Arc<AuditNote>,
     places: impl Send,
 ) {
     let Opened {
@@ -441,12 +399,7 @@ pub async fn run(
         let deadline = s.deadline();
         let next = tokio::select! {
             biased;
-            _ = async {
-                // A server without a shutdown signal (its sender gone) never stops a stream.
-                if shutdown.wait_for(|stopping| *stopping).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            } => Next::Shutdown,
+            _ = shutdown.requested() => Next::Shutdown,
             _ = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -546,41 +499,33 @@ fn flight_status(e: FlightError) -> Status {
     }
 }
 
-/// The statement slot a DoPut was admitted with, released by a streaming write (a stream that
-/// lives for hours holds a `max_streams` slot instead).
-#[derive(Debug, Clone)]
-pub struct Releasable(pub Arc<Mutex<Option<Box<dyn std::any::Any + Send>>>>);
-
-impl Releasable {
-    pub fn release(&self) {
-        drop(self.0.lock().unwrap_or_else(|p| p.into_inner()).take());
-    }
-}
-
-/// The server's shutdown signal, for streams that end only when asked.
-#[derive(Debug, Clone)]
-pub struct Shutdown(pub tokio::sync::watch::Receiver<bool>);
-
 /// The PutResult stream of a DoPut.
-pub type PutStream = std::pin::Pin<Box<dyn FuturesStream<Item = Result<PutResult, Status>> + Send>>;
+pub type PutStream = Responses<PutResult>;
 
 /// Serves a streaming write: checks it, takes its places (a `max_streams` slot, the (table,
-/// commit user) one), gives back the DoPut's statement slot and runs the stream on its own task
-/// (on the work thread the call runs on).
+/// commit user) one), gives back the DoPut's `permit` (a stream that lives for hours holds a
+/// `max_streams` place instead of a statement slot) and runs the stream on its own task (on the
+/// work thread the call runs on). The stream ends when the producer ends it, on an error, or
+/// when the call's shutdown signal is requested (after committing what is pending).
 pub async fn serve(
-    auth: &super::auth::Authenticator,
-    request: tonic::Request<arrow_flight::sql::server::PeekableFlightDataStream>,
+    call: &Call,
+    session: &SqlSession,
+    permit: AdmissionPermit,
+    input: FlightDataIn,
     cmd: StreamingWrite,
-) -> Result<tonic::Response<PutStream>, Status> {
-    let principal = super::flight_sql::principal(&request)?;
-    let session = auth.session(&principal);
-    super::flight_sql::audit_object(&request, || format!("stream {}", cmd.table.trim()));
-    let catalog = principal.tenant.engine.catalog();
-    let opened = open(catalog, &session.database, session.role, cmd).await?;
-    super::flight_sql::audit_object(&request, || format!("stream {}", opened.id));
-    let permit = principal.tenant.open_stream()?;
-    let place = principal
-        .tenant
+) -> Result<PutStream, Status> {
+    let tenant = &call.principal.tenant;
+    call.set_object(|| format!("stream {}", cmd.table.trim()));
+    let opened = open(
+        tenant.engine.catalog(),
+        &session.database,
+        session.role,
+        cmd,
+    )
+    .await?;
+    call.set_object(|| format!("stream {}", opened.id));
+    let stream_slot = tenant.open_stream()?;
+    let place = tenant
         .writers
         .open(&opened.id.to_string(), &opened.commit_user)
         .map_err(|since| {
@@ -594,21 +539,11 @@ pub async fn serve(
                 ),
             )
         })?;
-    if let Some(slot) = request.extensions().get::<Releasable>() {
-        slot.release();
-    }
-    let shutdown = match request.extensions().get::<Shutdown>() {
-        Some(s) => s.0.clone(),
-        None => tokio::sync::watch::channel(false).1,
-    };
-    let note = request.extensions().get::<Arc<AuditNote>>().cloned();
-    let input = super::flight_sql::checked_flight_data(
-        request
-            .into_inner()
-            .map(|r| r.map_err(|s| FlightError::Tonic(Box::new(s)))),
-    );
+    drop(permit);
+    let input = checked_flight_data(input.map(|r| r.map_err(|s| FlightError::Tonic(Box::new(s)))));
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let open = crate::metrics::GaugeGuard::new(&crate::metrics::metrics().write_streams);
+    let (shutdown, note) = (call.shutdown().clone(), Arc::clone(call.note()));
     tokio::spawn(async move {
         // Held until the stream's cleanup is done.
         run(
@@ -617,12 +552,12 @@ pub async fn serve(
             tx,
             shutdown,
             note,
-            (permit, place, open),
+            (stream_slot, place, open),
         )
         .await;
     });
     let stream: PutStream = Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx));
-    Ok(tonic::Response::new(stream))
+    Ok(stream)
 }
 
 #[cfg(test)]
@@ -669,16 +604,5 @@ mod tests {
         assert_eq!(next_identifier(Some(100), Some(100)), Some(101));
         assert_eq!(next_identifier(Some(0), None), Some(0));
         assert_eq!(next_identifier(None, Some(i64::MAX)), None);
-    }
-
-    #[test]
-    fn one_stream_per_table_and_commit_user() {
-        let streams = Arc::new(Streams::default());
-        let a = streams.open("db.t", "u").unwrap();
-        assert!(streams.open("db.t", "u").is_err());
-        let _b = streams.open("db.t", "v").unwrap();
-        let _c = streams.open("db.t2", "u").unwrap();
-        drop(a);
-        assert!(streams.open("db.t", "u").is_ok());
     }
 }

@@ -5,9 +5,12 @@ prepared-statement handles; a server with another key refuses them; a ticket or 
 another principal, after a changed byte, and after `ticket_ttl_seconds`. None of it changes the disk.
 """
 import base64
+import hashlib
+import hmac
 import json
 import os
 import time
+import uuid
 
 import pyarrow.flight as flight
 import pytest
@@ -163,11 +166,48 @@ def test_tickets_handles_and_tokens_expire(tmp_path, server_factory):
     with pytest.raises(flight.FlightUnauthenticatedError) as ei:
         fresh_client.get_flight_info(prepared_query(handle), fresh)
     assert "prepared statement expired; prepare it again" in str(ei.value)
-    # The first token (1 s) is past its 5 s leeway after 7 s.
-    time.sleep(5)
+    # The first token (1 s, no leeway on minted tokens) has expired by now, 2.5 s later.
     with pytest.raises(flight.FlightUnauthenticatedError) as ei:
         c.get_flight_info(statement_query("SELECT 1"), opts)
     assert "token expired" in str(ei.value)
+    assert srv.alive()
+
+
+def _signed_like_the_server(master, exp, alg_none=False):
+    """A token as the server mints it (HS256 with the subkey of `master`, its kid), signed by
+    PyJWT; or the same claims under `alg: none`."""
+    import jwt
+
+    subkey = lambda label: hmac.new(master, label, hashlib.sha256).digest()  # noqa: E731
+    now = int(time.time())
+    claims = {"iss": "tidelake", "aud": "tidelake", "sub": USER, "tenant": "tidelake",
+              "roles": ["admin"], "iat": now - 60, "exp": exp, "jti": uuid.uuid4().hex}
+    if alg_none:
+        part = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()  # noqa: E731
+        return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}."
+    kid = subkey(b"tidelake key id v1")[:8].hex()
+    return jwt.encode(claims, subkey(b"tidelake token v1"), algorithm="HS256", headers={"kid": kid})
+
+
+def test_minted_tokens_end_at_their_exp_and_alg_none_is_named(tmp_path, server_factory, key_file):
+    srv = server_factory(warehouse=tmp_path / "wh", config=_config(tmp_path, "a", key_file))
+    master = bytes.fromhex((tmp_path / key_file).read_text().strip())
+    c = _client(srv)
+    bearer = lambda t: flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {t}".encode())],  # noqa: E731
+                                                timeout=60)
+    now = int(time.time())
+    # Signed as the server signs: accepted until its exp.
+    good = _signed_like_the_server(master, now + 60)
+    info = c.get_flight_info(statement_query("SELECT 3 AS three"), bearer(good))
+    assert c.do_get(info.endpoints[0].ticket, bearer(good)).read_all().to_pylist() == [{"three": 3}]
+    # Two seconds past its exp: refused (no leeway on the server's own tokens).
+    with pytest.raises(flight.FlightUnauthenticatedError) as ei:
+        c.get_flight_info(statement_query("SELECT 1"), bearer(_signed_like_the_server(master, now - 2)))
+    assert "token expired" in str(ei.value)
+    # The same claims under alg none: refused naming the check, on one line.
+    with pytest.raises(flight.FlightUnauthenticatedError) as ei:
+        c.get_flight_info(statement_query("SELECT 1"), bearer(_signed_like_the_server(master, now + 60, True)))
+    assert "invalid bearer token: token algorithm 'none' is not allowed (expected HS256)" in str(ei.value)
     assert srv.alive()
 
 

@@ -298,21 +298,29 @@ impl Issuer {
         })
     }
 
+    /// The algorithms this issuer's tokens may use.
+    pub fn algorithms(&self) -> &[Algorithm] {
+        &self.algorithms
+    }
+
     /// The identity in `token` (whose `header` [`super::token::check_header`] has passed).
     pub fn verify(&self, token: &str, header: &Header) -> std::result::Result<Identity, Refusal> {
         if !self.algorithms.contains(&header.alg) {
-            return Err(Refusal("algorithm not allowed for this issuer"));
+            return Err(Refusal::new("algorithm not allowed for this issuer"));
         }
         let key = match &self.keys {
             Keys::Hs256(k) => k.clone(),
             Keys::Jwks(file) => {
-                let kid = header.kid.as_deref().ok_or(Refusal("token has no kid"))?;
+                let kid = header
+                    .kid
+                    .as_deref()
+                    .ok_or(Refusal::new("token has no kid"))?;
                 let set = file.current();
-                let key = set.keys.get(kid).ok_or(Refusal("unknown key id"))?;
+                let key = set.keys.get(kid).ok_or(Refusal::new("unknown key id"))?;
                 if key.alg.is_some_and(|a| a != header.alg)
                     || key.key.family() != header.alg.family()
                 {
-                    return Err(Refusal("key is for another algorithm"));
+                    return Err(Refusal::new("key is for another algorithm"));
                 }
                 key.key.clone()
             }
@@ -328,12 +336,12 @@ impl Issuer {
             .claims;
         let subject = match claims.get("sub") {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
-            _ => return Err(Refusal("claim 'sub' is malformed")),
+            _ => return Err(Refusal::new("claim 'sub' is malformed")),
         };
         let tenant = match claims.get(&self.tenant_claim) {
             None => None,
             Some(Value::String(t)) => Some(t.clone()),
-            Some(_) => return Err(Refusal("the tenant claim is not a string")),
+            Some(_) => return Err(Refusal::new("the tenant claim is not a string")),
         };
         let names: Vec<&str> = match claims.get(&self.roles_claim) {
             Some(Value::String(r)) => r.split([' ', ',']).collect(),
@@ -387,7 +395,7 @@ mod tests {
     }
 
     fn check(t: &str) -> std::result::Result<Identity, Refusal> {
-        let header = super::super::token::check_header(t)?;
+        let header = super::super::token::check_header(t, "HS256")?;
         hs_issuer().verify(t, &header)
     }
 

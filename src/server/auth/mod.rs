@@ -10,7 +10,10 @@
 //!   bounded map keyed by a hash of the token; a session a server never saw starts in `default`.
 //!
 //! The gate ([`super::gate`]) calls [`Authenticator::resolve`] once per RPC, before the request
-//! body is read.
+//! body is read; the REST catalog once per request. Refusals are the crate's errors
+//! (Unauthenticated, or PermissionDenied for a tenant not served here), which each door maps to
+//! its protocol once (`server/status.rs` for gRPC, the REST catalog's `RestError`). This module
+//! imports nothing of the doors: below it are only the principal and the tenants.
 
 pub mod issuer;
 pub mod password;
@@ -25,10 +28,12 @@ use base64::engine::DecodePaddingMode;
 use base64::Engine;
 use sha2::Digest;
 use snafu::IntoError;
-use tonic::Status;
 
+// Re-exported for the doors that name it through `auth` (the REST catalog).
+pub use super::principal::Principal;
+use super::principal::SessionKey;
 use super::tenant::{Tenant, Tenants};
-use crate::error::ErrorKind;
+use crate::error::{Error, ErrorKind, Result};
 use crate::sql::{Role, SqlSession};
 use password::Credential;
 use token::{Keys, Refusal};
@@ -41,9 +46,6 @@ const LENIENT: GeneralPurpose = GeneralPurpose::new(
 
 /// Sessions with options set that one server keeps at most (older ones are dropped first).
 const MAX_SESSIONS: usize = 100_000;
-
-/// Identifies a token's session: the first 16 bytes of SHA-256 of the token.
-pub type SessionKey = [u8; 16];
 
 /// Verified tokens one server remembers at most ([`Authenticator::verify`]).
 const MAX_VERIFIED: u64 = 10_000;
@@ -75,30 +77,6 @@ fn remembered_for(exp: u64, now: u64) -> Duration {
     Duration::from_secs(exp.saturating_sub(now).saturating_sub(1)).min(VERIFIED_FOR)
 }
 
-/// The caller of one request, resolved by the gate before the request touches anything.
-#[derive(Debug, Clone)]
-pub struct Principal {
-    /// The tenant whose catalog this principal sees (and nothing else).
-    pub tenant: Arc<Tenant>,
-    /// The config user's name, or an identity provider's `sub`.
-    pub subject: String,
-    /// `tidelake` for minted tokens, else the identity provider's issuer.
-    pub issuer: Arc<str>,
-    /// The highest role granted.
-    pub role: Role,
-    /// The session of the token this principal came with.
-    pub session: SessionKey,
-    /// When the token expires (unix seconds).
-    pub expires_at: u64,
-}
-
-impl Principal {
-    /// Whose share of the work slots this call takes (one subject of one issuer in one tenant).
-    pub fn admission_key(&self) -> String {
-        format!("{}\0{}\0{}", self.tenant.name, self.issuer, self.subject)
-    }
-}
-
 /// A principal, and the token to send back when it was resolved from a password.
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -115,7 +93,23 @@ pub struct User {
     pub tenant: String,
 }
 
-/// Token settings (`[auth]`).
+/// `[auth]`: how tokens and tickets are signed and how long they live.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// 32 or more random bytes (raw, or as hex), shared by the servers of one deployment so
+    /// that each accepts the others' tokens and tickets; without it a key is generated at start.
+    pub signing_key_file: Option<String>,
+    /// Lifetime of the tokens a Basic handshake mints (default 3600).
+    pub token_ttl_seconds: Option<u64>,
+    /// Lifetime of DoGet tickets and prepared-statement handles (default 3600).
+    pub ticket_ttl_seconds: Option<u64>,
+    /// `[[auth.issuers]]`: identity providers whose JWTs are accepted as bearer tokens.
+    #[serde(default)]
+    pub issuers: Vec<issuer::IssuerConfig>,
+}
+
+/// Token settings (`[auth]`), resolved.
 #[derive(Debug, Clone)]
 pub struct AuthOptions {
     /// The contents of `signing_key_file`, parsed; `None` generates a key at start.
@@ -162,16 +156,27 @@ pub struct Authenticator {
     /// of milliseconds).
     logins: tokio::sync::Semaphore,
     default_database: String,
+    /// The algorithms a bearer token may use (minted tokens' and the issuers'), as a refusal
+    /// names them: `HS256/RS256/...`.
+    algorithms: String,
 }
 
-fn unauthenticated(message: impl Into<String>) -> Status {
-    super::status::status(ErrorKind::Unauthenticated, message.into())
+/// An Unauthenticated error: credentials missing, malformed or refused.
+#[track_caller]
+fn unauthenticated(message: impl Into<String>) -> Error {
+    crate::error::of_kind(ErrorKind::Unauthenticated, message)
 }
 
-impl From<Refusal> for Status {
-    fn from(r: Refusal) -> Self {
-        unauthenticated(r.to_string())
-    }
+/// The error of a refused bearer token.
+#[track_caller]
+fn refused(r: Refusal) -> Error {
+    unauthenticated(r.to_string())
+}
+
+/// A PermissionDenied error: the credentials are good, but they reach nothing here.
+#[track_caller]
+fn denied(message: impl Into<String>) -> Error {
+    crate::error::of_kind(ErrorKind::PermissionDenied, message)
 }
 
 impl Authenticator {
@@ -200,6 +205,13 @@ impl Authenticator {
             }
             issuers.push(i);
         }
+        let mut algorithms = vec![token::MINTED_ALGORITHM.to_string()];
+        for a in issuers.iter().flat_map(|i| i.algorithms()) {
+            let name = format!("{a:?}");
+            if !algorithms.contains(&name) {
+                algorithms.push(name);
+            }
+        }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         Ok(Self {
             users,
@@ -214,6 +226,7 @@ impl Authenticator {
                 .build(),
             logins: tokio::sync::Semaphore::new(cores.max(2)),
             default_database: "default".into(),
+            algorithms: algorithms.join("/"),
         })
     }
 
@@ -234,7 +247,7 @@ impl Authenticator {
 
     /// The principal of a request's `authorization` header: a `Bearer` token, or `Basic`
     /// credentials (answered with a minted token).
-    pub async fn resolve(&self, header: Option<&http::HeaderValue>) -> Result<Resolved, Status> {
+    pub async fn resolve(&self, header: Option<&http::HeaderValue>) -> Result<Resolved> {
         let Some(value) = header else {
             return Err(unauthenticated(
                 "no credentials: authenticate with a Basic handshake, then send 'authorization: Bearer <token>'",
@@ -264,7 +277,7 @@ impl Authenticator {
     }
 
     /// Checks a user name and password and mints a token.
-    pub async fn login(&self, user: &str, password: &str) -> Result<Resolved, Status> {
+    pub async fn login(&self, user: &str, password: &str) -> Result<Resolved> {
         let _permit = self
             .logins
             .acquire()
@@ -293,7 +306,7 @@ impl Authenticator {
     }
 
     /// A fresh token for `subject`.
-    fn mint(&self, subject: &str, tenant: &str, role: Role) -> Result<Resolved, Status> {
+    fn mint(&self, subject: &str, tenant: &str, role: Role) -> Result<Resolved> {
         let tenant = self.tenant(tenant)?;
         let (token, claims) = token::mint(
             &self.keys,
@@ -302,8 +315,7 @@ impl Authenticator {
             role,
             token::unix_now(),
             self.options.token_ttl.as_secs(),
-        )
-        .map_err(super::status::to_status)?;
+        )?;
         Ok(Resolved {
             principal: Principal {
                 tenant,
@@ -320,7 +332,7 @@ impl Authenticator {
     /// The principal of a bearer token: one tidelake minted, or an identity provider's. A minted
     /// token verified in the last [`VERIFIED_FOR`] is taken as it was then, up to its `exp`; a
     /// closed session is refused either way.
-    fn verify(&self, token: &str) -> Result<Principal, Status> {
+    fn verify(&self, token: &str) -> Result<Principal> {
         let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
         let principal = match self.verified.get(&digest) {
             Some(p) => p,
@@ -337,30 +349,30 @@ impl Authenticator {
             }
         };
         if self.lock().revoked.contains_key(&principal.session) {
-            return Err(Refusal("the session was closed").into());
+            return Err(refused(Refusal::new("the session was closed")));
         }
         Ok(principal)
     }
 
     /// [`Authenticator::verify`] without the remembered tokens and the closed sessions.
-    fn verify_signed(&self, token: &str) -> Result<Principal, Status> {
+    fn verify_signed(&self, token: &str) -> Result<Principal> {
         #[derive(serde::Deserialize)]
         struct Peek {
             iss: Option<String>,
         }
-        let header = token::check_header(token)?;
+        let header = token::check_header(token, &self.algorithms).map_err(refused)?;
         // Only to choose whose keys check the signature; nothing else is read unverified.
         let iss = jsonwebtoken::dangerous::insecure_decode_claims::<Peek>(token)
-            .map_err(|_| Status::from(Refusal("malformed token")))?
+            .map_err(|_| refused(Refusal::new("malformed token")))?
             .iss;
         let session = session_key(token);
         let principal = match iss.as_deref() {
-            None => return Err(Refusal("token lacks the 'iss' claim").into()),
+            None => return Err(refused(Refusal::new("token lacks the 'iss' claim"))),
             Some(token::MINTED_ISSUER) => {
-                let claims = token::verify(&self.keys, token)?;
+                let claims = token::verify(&self.keys, token).map_err(refused)?;
                 let role = claims
                     .role()
-                    .ok_or_else(|| Status::from(Refusal("the token grants no tidelake role")))?;
+                    .ok_or_else(|| refused(Refusal::new("the token grants no tidelake role")))?;
                 Principal {
                     tenant: self.tenant(&claims.tenant)?,
                     subject: claims.sub,
@@ -372,10 +384,9 @@ impl Authenticator {
             }
             Some(name) => {
                 let Some(issuer) = self.issuers.iter().find(|i| i.issuer == name) else {
-                    return Err(Refusal("unknown issuer").into());
+                    return Err(refused(Refusal::new("unknown issuer")));
                 };
-                let id = issuer.verify(token, &header)?;
-                let denied = |m: &str| super::status::status(ErrorKind::PermissionDenied, m);
+                let id = issuer.verify(token, &header).map_err(refused)?;
                 let tenant = match (id.tenant.as_deref(), self.tenants.implicit()) {
                     (None, true) => self.tenant(crate::sql::CATALOG_NAME)?,
                     (None, false) => return Err(denied("the token names no tenant")),
@@ -397,13 +408,10 @@ impl Authenticator {
     }
 
     /// The tenant a verified token or a user names.
-    fn tenant(&self, name: &str) -> Result<Arc<Tenant>, Status> {
+    fn tenant(&self, name: &str) -> Result<Arc<Tenant>> {
         self.tenants.get(name).ok_or_else(|| {
             let shown: String = name.chars().take(64).collect();
-            super::status::status(
-                ErrorKind::PermissionDenied,
-                format!("tenant '{shown}' is not served here"),
-            )
+            denied(format!("tenant '{shown}' is not served here"))
         })
     }
 
@@ -465,7 +473,7 @@ fn session_key(token: &str) -> SessionKey {
 }
 
 /// The user name and password of `Basic` credentials (base64 of `user:password`).
-fn parse_basic(encoded: &str) -> Result<(String, String), Status> {
+fn parse_basic(encoded: &str) -> Result<(String, String)> {
     let malformed = || unauthenticated("malformed Basic credentials");
     let decoded = LENIENT.decode(encoded.trim()).map_err(|_| malformed())?;
     let text = String::from_utf8(decoded).map_err(|_| malformed())?;
@@ -475,7 +483,7 @@ fn parse_basic(encoded: &str) -> Result<(String, String), Status> {
 
 /// `[auth]`, with the signing key read and checked.
 impl AuthOptions {
-    pub(crate) fn from_config(config: &super::AuthConfig) -> crate::error::Result<Self> {
+    pub(crate) fn from_config(config: &AuthConfig) -> crate::error::Result<Self> {
         let defaults = AuthOptions::default();
         let keys = match &config.signing_key_file {
             None => None,
@@ -565,10 +573,10 @@ mod tests {
             .resolve(Some(&header(&format!("Basic {wrong}"))))
             .await
             .unwrap_err();
-        assert_eq!(e.code(), tonic::Code::Unauthenticated);
-        assert_eq!(e.message(), "invalid user name or password");
+        assert_eq!(e.kind(), ErrorKind::Unauthenticated);
+        assert_eq!(e.to_string(), "invalid user name or password");
         let e = a.login("nobody", "pw1").await.unwrap_err();
-        assert_eq!(e.message(), "invalid user name or password");
+        assert_eq!(e.to_string(), "invalid user name or password");
 
         let token = a.login("bob", "pw1").await.unwrap().minted.unwrap();
         let bearer = header(&format!("Bearer {token}"));
@@ -582,7 +590,10 @@ mod tests {
         assert_eq!(a.session(&other).database, "default");
         a.close(&p);
         let e = a.resolve(Some(&bearer)).await.unwrap_err();
-        assert_eq!(e.message(), "invalid bearer token: the session was closed");
+        assert_eq!(
+            e.to_string(),
+            "invalid bearer token: the session was closed"
+        );
         assert!(a.resolve(None).await.is_err());
         assert!(a.resolve(Some(&header("Token x"))).await.is_err());
     }
@@ -615,7 +626,34 @@ mod tests {
             .resolve(Some(&header(&format!("Bearer {forged}"))))
             .await
             .unwrap_err();
-        assert_eq!(e.code(), tonic::Code::Unauthenticated);
+        assert_eq!(e.kind(), ErrorKind::Unauthenticated);
+    }
+
+    #[tokio::test]
+    async fn an_alg_none_token_is_refused_naming_the_check() {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let a = authenticator();
+        let part = |v: serde_json::Value| URL_SAFE_NO_PAD.encode(v.to_string());
+        let claims = serde_json::json!({"iss": "tidelake", "aud": "tidelake", "sub": "bob",
+            "tenant": CATALOG_NAME, "roles": ["admin"], "exp": token::unix_now() + 60});
+        let none = format!(
+            "{}.{}.",
+            part(serde_json::json!({"alg": "none", "typ": "JWT"})),
+            part(claims)
+        );
+        let e = a
+            .resolve(Some(&header(&format!("Bearer {none}"))))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unauthenticated);
+        assert_eq!(
+            e.to_string(),
+            "invalid bearer token: token algorithm 'none' is not allowed (expected HS256)"
+        );
+        // As the gate sends it: one line, Unauthenticated.
+        let s = crate::server::status::to_status(e);
+        assert_eq!(s.code(), tonic::Code::Unauthenticated);
+        assert!(!s.message().contains('\n'));
     }
 
     #[tokio::test]
@@ -647,9 +685,9 @@ mod tests {
         );
         let e = c.resolve(Some(&bearer)).await.unwrap_err();
         assert_eq!(
-            e.message(),
+            e.to_string(),
             "invalid bearer token: signed by another deployment's key"
         );
-        assert!(!e.message().contains(&token));
+        assert!(!e.to_string().contains(&token));
     }
 }

@@ -4,7 +4,13 @@
 //! and its subkeys (token, ticket, key id) live here too.
 //!
 //! Verification refuses with a fixed vocabulary of reasons ([`Refusal`]): which check failed,
-//! never the token or a claim value taken from it.
+//! never the token or a claim value taken from it (the one value named is an algorithm the token
+//! asks for that no issuer allows, and only when it looks like an algorithm's name).
+//!
+//! A minted token is valid up to its `exp`, to the second, and not after: there is no leeway
+//! (the servers of one deployment share the key and their clocks; a skew only shortens a
+//! token's life on the server whose clock is ahead). Identity providers' tokens have their
+//! issuer's `leeway_seconds` ([`super::issuer`]).
 
 use hmac::{KeyInit, Mac};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -19,12 +25,22 @@ pub const MINTED_ISSUER: &str = "tidelake";
 /// Longest bearer token accepted (identity providers' tokens are a few KiB at most).
 pub const MAX_TOKEN_LEN: usize = 8 * 1024;
 
-/// Clock skew allowed on minted tokens' `exp` (servers of one deployment share NTP).
-const MINTED_LEEWAY_SECONDS: u64 = 5;
+/// Clock skew allowed on minted tokens' `exp`: none, a minted token ends at its `exp`.
+const MINTED_LEEWAY_SECONDS: u64 = 0;
+
+/// The algorithm of minted tokens, as [`check_header`] names it.
+pub const MINTED_ALGORITHM: &str = "HS256";
 
 /// Why a bearer token was refused. The text is what the client and the audit log see.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refusal(pub &'static str);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub std::borrow::Cow<'static, str>);
+
+impl Refusal {
+    /// A refusal for one of the fixed reasons.
+    pub const fn new(reason: &'static str) -> Self {
+        Self(std::borrow::Cow::Borrowed(reason))
+    }
+}
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -170,12 +186,12 @@ pub fn mint(
 
 /// The claims of a minted token, checked against the system clock (jsonwebtoken reads it).
 pub fn verify(keys: &Keys, token: &str) -> std::result::Result<Claims, Refusal> {
-    let header = check_header(token)?;
+    let header = check_header(token, MINTED_ALGORITHM)?;
     if header.alg != Algorithm::HS256 {
-        return Err(Refusal("algorithm not allowed for this issuer"));
+        return Err(Refusal::new("algorithm not allowed for this issuer"));
     }
     if header.kid.as_deref() != Some(keys.kid.as_str()) {
-        return Err(Refusal("signed by another deployment's key"));
+        return Err(Refusal::new("signed by another deployment's key"));
     }
     let mut validation = Validation::new(Algorithm::HS256);
     validation.leeway = MINTED_LEEWAY_SECONDS;
@@ -189,28 +205,62 @@ pub fn verify(keys: &Keys, token: &str) -> std::result::Result<Claims, Refusal> 
 }
 
 /// The header of a bearer token, refusing what no issuer may use: an overlong token, a
-/// malformed one, `alg: none` (no such algorithm deserializes), and headers that point at or
-/// embed keys (keys are never fetched, nor taken from the token itself).
-pub fn check_header(token: &str) -> std::result::Result<Header, Refusal> {
+/// malformed one, an algorithm no issuer may use (`alg: none`, or one jsonwebtoken does not
+/// know; `accepted` lists the algorithms that are, for the message), and headers that point at
+/// or embed keys (keys are never fetched, nor taken from the token itself).
+pub fn check_header(token: &str, accepted: &str) -> std::result::Result<Header, Refusal> {
     if token.len() > MAX_TOKEN_LEN {
-        return Err(Refusal("too long"));
+        return Err(Refusal::new("too long"));
     }
-    let header = jsonwebtoken::decode_header(token).map_err(|_| Refusal("malformed token"))?;
+    let header =
+        jsonwebtoken::decode_header(token).map_err(|_| unreadable_header(token, accepted))?;
     if header.jku.is_some() || header.x5u.is_some() {
-        return Err(Refusal(
+        return Err(Refusal::new(
             "jku/x5u headers are refused (keys are never fetched)",
         ));
     }
     if header.jwk.is_some() || header.x5c.is_some() {
-        return Err(Refusal("embedded keys are refused"));
+        return Err(Refusal::new("embedded keys are refused"));
     }
     Ok(header)
+}
+
+/// Why a header jsonwebtoken cannot read is refused: an algorithm it does not know (`none`
+/// among them) is refused as such, naming it when it looks like an algorithm's name (at most 16
+/// letters, digits, `-` and `_`: never arbitrary text from the token); else the token is
+/// malformed.
+fn unreadable_header(token: &str, accepted: &str) -> Refusal {
+    use base64::Engine;
+    let alg = token
+        .split('.')
+        .next()
+        .and_then(|h| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(h)
+                .ok()
+        })
+        .and_then(|h| serde_json::from_slice::<serde_json::Value>(&h).ok())
+        .and_then(|h| h.get("alg").and_then(|a| a.as_str()).map(str::to_string));
+    match alg {
+        Some(a) if a.parse::<Algorithm>().is_err() => {
+            let named = a.len() <= 16
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            let shown = if named {
+                format!(" '{a}'")
+            } else {
+                String::new()
+            };
+            Refusal(format!("token algorithm{shown} is not allowed (expected {accepted})").into())
+        }
+        _ => Refusal::new("malformed token"),
+    }
 }
 
 /// The fixed reason for a jsonwebtoken error.
 pub fn refusal(e: &jsonwebtoken::errors::Error) -> Refusal {
     use jsonwebtoken::errors::ErrorKind as K;
-    Refusal(match e.kind() {
+    Refusal::new(match e.kind() {
         K::ExpiredSignature => "token expired",
         K::ImmatureSignature => "token not yet valid (nbf)",
         K::InvalidAudience => "wrong audience",
@@ -280,18 +330,81 @@ mod tests {
         let admin_parts: Vec<&str> = admin.split('.').collect();
         let spliced = format!("{}.{}.{}", parts[0], admin_parts[1], parts[2]);
         assert!(verify(&k, &spliced).is_err());
-        // Expired beyond the leeway.
+        // Expired.
         let (old, _) = mint(&k, "bob", "tidelake", Role::Reader, now - 100, 10).unwrap();
         assert_eq!(verify(&k, &old).unwrap_err().0, "token expired");
-        // Within the leeway still valid.
-        let (edge, _) = mint(&k, "bob", "tidelake", Role::Reader, now - 12, 10).unwrap();
-        assert!(verify(&k, &edge).is_ok());
         for junk in ["", "abc", "a.b.c", &"x".repeat(MAX_TOKEN_LEN + 1)] {
             assert!(verify(&k, junk).is_err(), "{junk:.20}");
         }
         // The refusal never carries the token.
         let text = verify(&k, &forged).unwrap_err().to_string();
         assert!(!text.contains(parts[2]), "{text}");
+    }
+
+    /// A minted token is taken up to its `exp` and refused from the second after: no leeway.
+    #[test]
+    fn a_minted_token_ends_at_its_exp() {
+        let k = keys(4);
+        let now = unix_now();
+        // exp = now + 2: valid (a slow test machine still has a second to spare).
+        let (live, claims) = mint(&k, "bob", "tidelake", Role::Reader, now - 8, 10).unwrap();
+        assert_eq!(claims.exp, now + 2);
+        assert!(verify(&k, &live).is_ok());
+        // exp one, two and five seconds ago: refused (the old leeway took all three).
+        for ago in [1, 2, 5] {
+            let (late, claims) =
+                mint(&k, "bob", "tidelake", Role::Reader, now - 10 - ago, 10).unwrap();
+            assert_eq!(claims.exp, now - ago);
+            assert_eq!(
+                verify(&k, &late).unwrap_err().0,
+                "token expired",
+                "{ago} s late"
+            );
+        }
+    }
+
+    /// `alg: none` (and any algorithm jsonwebtoken does not know) is refused naming the check
+    /// and the algorithms accepted; a name that is not an algorithm's is not echoed.
+    #[test]
+    fn an_unknown_algorithm_is_refused_by_name() {
+        use base64::Engine;
+        let b64 = |v: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+        };
+        let claims =
+            b64(serde_json::json!({"iss": "tidelake", "sub": "bob", "exp": unix_now() + 60}));
+        let with_alg = |alg: &str| {
+            format!(
+                "{}.{claims}.",
+                b64(serde_json::json!({"alg": alg, "typ": "JWT"}))
+            )
+        };
+        let e = check_header(&with_alg("none"), "HS256/RS256").unwrap_err();
+        assert_eq!(
+            e.0,
+            "token algorithm 'none' is not allowed (expected HS256/RS256)"
+        );
+        assert_eq!(
+            e.to_string(),
+            "invalid bearer token: token algorithm 'none' is not allowed (expected HS256/RS256)"
+        );
+        let e = verify(&keys(5), &with_alg("ES512")).unwrap_err();
+        assert_eq!(
+            e.0,
+            "token algorithm 'ES512' is not allowed (expected HS256)"
+        );
+        let e = check_header(&with_alg("none\n<script>"), "HS256").unwrap_err();
+        assert_eq!(e.0, "token algorithm is not allowed (expected HS256)");
+        // A header without an algorithm, or not JSON at all: malformed.
+        let no_alg = format!("{}.{claims}.", b64(serde_json::json!({"typ": "JWT"})));
+        assert_eq!(
+            check_header(&no_alg, "HS256").unwrap_err().0,
+            "malformed token"
+        );
+        assert_eq!(
+            check_header("a.b.c", "HS256").unwrap_err().0,
+            "malformed token"
+        );
     }
 
     #[test]

@@ -101,15 +101,10 @@ pub(super) fn flight_info(
 }
 
 /// FlightInfo of a metadata command: its ticket is the command itself (as an `Any`).
-pub(super) fn metadata_info<C: ProstMessageExt>(
+pub(super) fn metadata_info(
     schema: &Schema,
-    cmd: &C,
-    request: Request<FlightDescriptor>,
-) -> std::result::Result<Response<FlightInfo>, Status> {
-    let ticket = cmd.as_any().encode_to_vec().into();
-    Ok(Response::new(flight_info(
-        schema,
-        ticket,
-        request.into_inner(),
-    )?))
+    cmd: arrow_flight::sql::Any,
+    descriptor: FlightDescriptor,
+) -> std::result::Result<FlightInfo, Status> {
+    flight_info(schema, cmd.encode_to_vec().into(), descriptor)
 }

@@ -7,11 +7,12 @@ impl TidelakeFlightSql {
     /// Bulk ingest: streams the batches into one writer and commits once at the end.
     pub(super) async fn ingest(
         &self,
+        call: &Call,
         cmd: CommandStatementIngest,
-        request: Request<PeekableFlightDataStream>,
+        input: FlightDataIn,
     ) -> std::result::Result<i64, Status> {
-        let (p, session) = self.session(&request)?;
-        Self::check_catalog(&p, cmd.catalog.as_deref())?;
+        let (p, session) = self.session(call);
+        Self::check_catalog(p, cmd.catalog.as_deref())?;
         if cmd.temporary {
             return Err(crate::server::status::status(
                 ErrorKind::Unsupported,
@@ -30,14 +31,14 @@ impl TidelakeFlightSql {
             .filter(|s| !s.is_empty())
             .unwrap_or(session.database.clone());
         let id = Identifier::new(database, cmd.table.clone());
-        audit_object(&request, || format!("ingest {id}"));
+        call.set_object(|| format!("ingest {id}"));
         let opts = cmd.table_definition_options.unwrap_or_default();
         let if_not_exist = TableNotExistOption::try_from(opts.if_not_exist)
             .unwrap_or(TableNotExistOption::Unspecified);
         let if_exists =
             TableExistsOption::try_from(opts.if_exists).unwrap_or(TableExistsOption::Unspecified);
         let mut batches = FlightRecordBatchStream::new_from_flight_data(checked_flight_data(
-            request.into_inner().map_err(FlightError::from),
+            input.map_err(FlightError::from),
         ));
         // The first batch (or the end) makes the stream's schema known.
         let first = batches

@@ -1,11 +1,14 @@
 //! The Flight SQL handlers: statements, prepared statements, metadata calls and bulk ingest,
-//! thin adapters over [`SqlEngine`] and the catalog. Authentication happens in the service
-//! wrapper ([`super::service`]), which puts the caller's [`Principal`] into each request.
+//! thin adapters over [`SqlEngine`] and the catalog, one method per Flight SQL command (named
+//! after the command and its RPC, e.g. `do_put_statement_update`). The dispatcher
+//! ([`super::service`]) decodes each request, matches its command and calls the handler with
+//! the call's context ([`Call`]: principal, audit note); no handler reads request extensions.
 //!
 //! Tickets and prepared-statement handles are self-contained (SQL, bound parameters, owner), so
 //! any request can be served without server-side statement state (`tickets`). What is sent is
-//! built in `encode`; bulk ingest lives in `ingest`; this file holds the dispatch of every Flight
-//! SQL call and the statement and metadata handlers.
+//! built in `encode`; bulk ingest lives in `ingest`; this file holds the statement and metadata
+//! handlers, and the little that arrow-flight's `FlightSqlService` still answers (ListActions,
+//! the Flight SQL actions tidelake does not implement).
 
 use crate::error::ErrorKind;
 use std::sync::Arc;
@@ -17,15 +20,14 @@ use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::sql::metadata::{SqlInfoData, XdbcTypeInfoData};
-use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::server::FlightSqlService;
 use arrow_flight::sql::{
-    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
-    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetCrossReference,
-    CommandGetDbSchemas, CommandGetExportedKeys, CommandGetImportedKeys, CommandGetPrimaryKeys,
-    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandGetXdbcTypeInfo,
-    CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementIngest,
-    CommandStatementQuery, CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt,
-    SqlInfo, TableExistsOption, TableNotExistOption, TicketStatementQuery,
+    ActionCreatePreparedStatementResult, Command, CommandGetCatalogs, CommandGetDbSchemas,
+    CommandGetPrimaryKeys, CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables,
+    CommandGetXdbcTypeInfo, CommandPreparedStatementQuery, CommandPreparedStatementUpdate,
+    CommandStatementIngest, CommandStatementQuery, CommandStatementUpdate,
+    DoPutPreparedStatementResult, ProstMessageExt, SqlInfo, TableExistsOption, TableNotExistOption,
+    TicketStatementQuery,
 };
 use arrow_flight::{
     ActionType, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse,
@@ -38,8 +40,11 @@ use prost::Message;
 use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::auth::{Authenticator, Principal};
+use super::auth::Authenticator;
+use super::call::Call;
+use super::ipc::{checked_flight_data, FlightDataIn};
 use super::metadata;
+use super::principal::Principal;
 use super::seal;
 use super::status::{invalid, to_status};
 use crate::catalog::{Identifier, TableDefinition};
@@ -53,7 +58,6 @@ mod tickets;
 
 use encode::{batch_stream, flight_info, ipc_schema, metadata_info, plain_type};
 pub(crate) use encode::{encode_stream, plain_schema};
-pub(crate) use tickets::checked_flight_data;
 use tickets::encode_params;
 pub(crate) use tickets::Handle;
 
@@ -63,23 +67,8 @@ pub const MAX_FLIGHT_DATA: usize = 2 * 1024 * 1024;
 /// The only table type.
 pub const TABLE_TYPE: &str = "TABLE";
 
-type DoGetStream = std::pin::Pin<
-    Box<dyn Stream<Item = std::result::Result<arrow_flight::FlightData, Status>> + Send>,
->;
-
-/// The caller, as put into the request by the service wrapper.
-pub(crate) fn principal<T>(req: &Request<T>) -> std::result::Result<Principal, Status> {
-    req.extensions().get::<Principal>().cloned().ok_or_else(|| {
-        super::status::status(ErrorKind::Unauthenticated, "request was not authenticated")
-    })
-}
-
-/// Records what `req`'s call is about in its audit line (when the gate put a note there).
-pub(crate) fn audit_object<T>(req: &Request<T>, object: impl FnOnce() -> String) {
-    if let Some(note) = req.extensions().get::<Arc<super::audit::AuditNote>>() {
-        note.set_object(object());
-    }
-}
+/// The FlightData a DoGet streams.
+pub(crate) type DoGetStream = super::call::Responses<arrow_flight::FlightData>;
 
 /// The Flight SQL side of tidelake.
 pub struct TidelakeFlightSql {
@@ -108,10 +97,9 @@ impl TidelakeFlightSql {
         Handle::open(bytes, seal::Kind::Handle, p, &self.auth)
     }
 
-    fn session<T>(&self, req: &Request<T>) -> std::result::Result<(Principal, SqlSession), Status> {
-        let p = principal(req)?;
-        let s = self.auth.session(&p);
-        Ok((p, s))
+    /// The caller and its session (current database, role).
+    fn session<'c>(&self, call: &'c Call) -> (&'c Principal, SqlSession) {
+        (&call.principal, self.auth.session(&call.principal))
     }
 
     /// FlightInfo for a statement: queries are planned; updates run now (once) and their count
@@ -161,14 +149,14 @@ impl TidelakeFlightSql {
         engine: &SqlEngine,
         handle: Handle,
         session: &SqlSession,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
+    ) -> std::result::Result<DoGetStream, Status> {
         if let Some(n) = handle.count {
             let batch = RecordBatch::try_new(
                 crate::sql::count_schema(),
                 vec![Arc::new(arrow::array::Int64Array::from(vec![n]))],
             )
             .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
-            return Ok(Response::new(batch_stream(batch)));
+            return Ok(batch_stream(batch));
         }
         let params = handle.param_rows()?.into_iter().next().unwrap_or_default();
         let out = engine
@@ -177,10 +165,10 @@ impl TidelakeFlightSql {
             .map_err(to_status)?;
         if out.kind == StatementKind::Update {
             // A ticket for an update whose FlightInfo was not requested first (raw clients).
-            return Ok(Response::new(encode_stream(out.schema, out.stream)));
+            return Ok(encode_stream(out.schema, out.stream));
         }
         let schema = plain_schema(&out.schema);
-        Ok(Response::new(encode_stream(schema, out.stream)))
+        Ok(encode_stream(schema, out.stream))
     }
 
     /// Prepares a statement; also says whether it is an update (JDBC reads `is_update`).
@@ -224,9 +212,8 @@ impl TidelakeFlightSql {
     pub(crate) async fn command_schema(
         &self,
         principal: &Principal,
-        cmd: arrow_flight::sql::Command,
+        cmd: Command,
     ) -> std::result::Result<SchemaRef, Status> {
-        use arrow_flight::sql::Command;
         let session = self.auth.session(principal);
         let sql = match cmd {
             Command::CommandStatementQuery(q) => q.query,
@@ -288,11 +275,9 @@ impl TidelakeFlightSql {
         }
     }
 
-    async fn read_params(
-        request: Request<PeekableFlightDataStream>,
-    ) -> std::result::Result<Vec<RecordBatch>, Status> {
+    async fn read_params(input: FlightDataIn) -> std::result::Result<Vec<RecordBatch>, Status> {
         let batches: Vec<RecordBatch> = FlightRecordBatchStream::new_from_flight_data(
-            checked_flight_data(request.into_inner().map_err(FlightError::from)),
+            checked_flight_data(input.map_err(FlightError::from)),
         )
         .try_collect()
         .await
@@ -301,121 +286,109 @@ impl TidelakeFlightSql {
     }
 }
 
-#[tonic::async_trait]
-impl FlightSqlService for TidelakeFlightSql {
-    type FlightService = TidelakeFlightSql;
-
-    async fn do_handshake(
+/// The handlers, one per Flight SQL command, each called by the dispatcher ([`super::service`])
+/// with the call's context; named after the command and the RPC it arrives with.
+impl TidelakeFlightSql {
+    pub(crate) async fn get_flight_info_statement(
         &self,
-        _request: Request<Streaming<HandshakeRequest>>,
-    ) -> std::result::Result<
-        Response<
-            std::pin::Pin<
-                Box<dyn Stream<Item = std::result::Result<HandshakeResponse, Status>> + Send>,
-            >,
-        >,
-        Status,
-    > {
-        // Handled by the service wrapper before it reaches here.
-        Err(super::status::status(
-            ErrorKind::Internal,
-            "handshake is handled by the service",
-        ))
-    }
-
-    async fn get_flight_info_statement(
-        &self,
+        call: &Call,
         query: CommandStatementQuery,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let (p, session) = self.session(&request)?;
+        descriptor: FlightDescriptor,
+    ) -> std::result::Result<FlightInfo, Status> {
+        let (p, session) = self.session(call);
         if query.transaction_id.is_some() {
             return Err(super::status::status(
                 ErrorKind::Unsupported,
                 "transactions are not supported",
             ));
         }
-        audit_object(&request, || super::audit::statement_object(&query.query));
+        call.set_object(|| super::audit::statement_object(&query.query));
         let handle = Handle::new(query.query);
-        let info = self
-            .statement_info(handle, &p, &session, request.into_inner())
-            .await?;
-        Ok(Response::new(info))
+        self.statement_info(handle, p, &session, descriptor).await
     }
 
-    async fn get_flight_info_prepared_statement(
+    pub(crate) async fn get_flight_info_prepared_statement(
         &self,
+        call: &Call,
         cmd: CommandPreparedStatementQuery,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let (p, session) = self.session(&request)?;
-        let handle = self.prepared(&cmd.prepared_statement_handle, &p)?;
-        let info = self
-            .statement_info(handle, &p, &session, request.into_inner())
-            .await?;
-        Ok(Response::new(info))
+        descriptor: FlightDescriptor,
+    ) -> std::result::Result<FlightInfo, Status> {
+        let (p, session) = self.session(call);
+        let handle = self.prepared(&cmd.prepared_statement_handle, p)?;
+        self.statement_info(handle, p, &session, descriptor).await
     }
 
-    async fn do_get_statement(
+    /// FlightInfo of a metadata command (catalogs, schemas, tables, table types, SqlInfo, keys,
+    /// XDBC types): its ticket is the command itself; the schema is the one its DoGet streams.
+    pub(crate) fn get_flight_info_metadata(
         &self,
+        cmd: Command,
+        descriptor: FlightDescriptor,
+    ) -> std::result::Result<FlightInfo, Status> {
+        let schema = match &cmd {
+            Command::CommandGetCatalogs(c) => c.into_builder().schema(),
+            Command::CommandGetDbSchemas(c) => c.clone().into_builder().schema(),
+            Command::CommandGetTables(c) => c.clone().into_builder().schema(),
+            Command::CommandGetTableTypes(c) => c.into_builder().schema(),
+            Command::CommandGetSqlInfo(_) => self.sql_info.schema(),
+            Command::CommandGetPrimaryKeys(_) => metadata::primary_keys_schema(),
+            Command::CommandGetExportedKeys(_)
+            | Command::CommandGetImportedKeys(_)
+            | Command::CommandGetCrossReference(_) => metadata::foreign_keys_schema(),
+            Command::CommandGetXdbcTypeInfo(c) => c.into_builder(&self.xdbc).schema(),
+            other => {
+                return Err(super::status::status(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "get_flight_info: The defined request is invalid: {}",
+                        other.type_url()
+                    ),
+                ))
+            }
+        };
+        metadata_info(&schema, cmd.into_any(), descriptor)
+    }
+
+    pub(crate) async fn do_get_statement(
+        &self,
+        call: &Call,
         ticket: TicketStatementQuery,
-        request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
-        let (p, session) = self.session(&request)?;
-        let handle = Handle::open(&ticket.statement_handle, seal::Kind::Ticket, &p, &self.auth)?;
-        audit_object(&request, || super::audit::statement_object(&handle.sql));
+    ) -> std::result::Result<DoGetStream, Status> {
+        let (p, session) = self.session(call);
+        let handle = Handle::open(&ticket.statement_handle, seal::Kind::Ticket, p, &self.auth)?;
+        call.set_object(|| super::audit::statement_object(&handle.sql));
         Self::run_ticket(&p.tenant.engine, handle, &session).await
     }
 
-    async fn do_get_prepared_statement(
+    pub(crate) async fn do_get_prepared_statement(
         &self,
+        call: &Call,
         cmd: CommandPreparedStatementQuery,
-        request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
-        let (p, session) = self.session(&request)?;
-        let handle = self.prepared(&cmd.prepared_statement_handle, &p)?;
+    ) -> std::result::Result<DoGetStream, Status> {
+        let (p, session) = self.session(call);
+        let handle = self.prepared(&cmd.prepared_statement_handle, p)?;
         Self::run_ticket(&p.tenant.engine, handle, &session).await
     }
 
-    async fn get_flight_info_catalogs(
+    pub(crate) fn do_get_catalogs(
         &self,
+        call: &Call,
         query: CommandGetCatalogs,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let schema = query.into_builder().schema();
-        metadata_info(&schema, &query, request)
-    }
-
-    async fn do_get_catalogs(
-        &self,
-        query: CommandGetCatalogs,
-        request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
-        let p = principal(&request)?;
+    ) -> std::result::Result<DoGetStream, Status> {
         let mut b = query.into_builder();
-        b.append(p.tenant.engine.catalog_name());
+        b.append(call.principal.tenant.engine.catalog_name());
         let batch = b
             .build()
             .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
-        Ok(Response::new(batch_stream(batch)))
+        Ok(batch_stream(batch))
     }
 
-    async fn get_flight_info_schemas(
+    pub(crate) async fn do_get_schemas(
         &self,
+        call: &Call,
         query: CommandGetDbSchemas,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
-        metadata_info(&schema, &query, request)
-    }
-
-    async fn do_get_schemas(
-        &self,
-        query: CommandGetDbSchemas,
-        request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
-        let p = principal(&request)?;
-        let engine = &p.tenant.engine;
+    ) -> std::result::Result<DoGetStream, Status> {
+        let engine = &call.principal.tenant.engine;
         let wanted = query.catalog.clone();
         let mut b = query.into_builder();
         if wanted.as_deref().is_none_or(|c| c == engine.catalog_name()) {
@@ -426,24 +399,15 @@ impl FlightSqlService for TidelakeFlightSql {
         let batch = b
             .build()
             .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
-        Ok(Response::new(batch_stream(batch)))
+        Ok(batch_stream(batch))
     }
 
-    async fn get_flight_info_tables(
+    pub(crate) async fn do_get_tables(
         &self,
+        call: &Call,
         query: CommandGetTables,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
-        metadata_info(&schema, &query, request)
-    }
-
-    async fn do_get_tables(
-        &self,
-        query: CommandGetTables,
-        request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
-        let p = principal(&request)?;
+    ) -> std::result::Result<DoGetStream, Status> {
+        let p = &call.principal;
         let name = p.tenant.engine.catalog_name();
         let include_schema = query.include_schema;
         let wanted = query.catalog.clone();
@@ -471,66 +435,39 @@ impl FlightSqlService for TidelakeFlightSql {
         let batch = b
             .build()
             .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
-        Ok(Response::new(batch_stream(batch)))
+        Ok(batch_stream(batch))
     }
 
-    async fn get_flight_info_table_types(
+    pub(crate) fn do_get_table_types(
         &self,
         query: CommandGetTableTypes,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let schema = query.into_builder().schema();
-        metadata_info(&schema, &query, request)
-    }
-
-    async fn do_get_table_types(
-        &self,
-        query: CommandGetTableTypes,
-        _request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
+    ) -> std::result::Result<DoGetStream, Status> {
         let mut b = query.into_builder();
         b.append(TABLE_TYPE);
         let batch = b
             .build()
             .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
-        Ok(Response::new(batch_stream(batch)))
+        Ok(batch_stream(batch))
     }
 
-    async fn get_flight_info_sql_info(
+    pub(crate) fn do_get_sql_info(
         &self,
         query: CommandGetSqlInfo,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        metadata_info(&self.sql_info.schema(), &query, request)
-    }
-
-    async fn do_get_sql_info(
-        &self,
-        query: CommandGetSqlInfo,
-        _request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
+    ) -> std::result::Result<DoGetStream, Status> {
         let batch = query
             .into_builder(&self.sql_info)
             .build()
             .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
-        Ok(Response::new(batch_stream(batch)))
+        Ok(batch_stream(batch))
     }
 
-    async fn get_flight_info_primary_keys(
+    pub(crate) async fn do_get_primary_keys(
         &self,
+        call: &Call,
         query: CommandGetPrimaryKeys,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        metadata_info(&metadata::primary_keys_schema(), &query, request)
-    }
-
-    async fn do_get_primary_keys(
-        &self,
-        query: CommandGetPrimaryKeys,
-        request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
-        let (p, session) = self.session(&request)?;
-        Self::check_catalog(&p, query.catalog.as_deref())?;
+    ) -> std::result::Result<DoGetStream, Status> {
+        let (p, session) = self.session(call);
+        Self::check_catalog(p, query.catalog.as_deref())?;
         let db = query
             .db_schema
             .clone()
@@ -545,107 +482,32 @@ impl FlightSqlService for TidelakeFlightSql {
         let batch =
             metadata::primary_keys_batch(p.tenant.engine.catalog_name(), &db, &query.table, &keys)
                 .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
-        Ok(Response::new(batch_stream(batch)))
+        Ok(batch_stream(batch))
     }
 
-    async fn get_flight_info_exported_keys(
-        &self,
-        query: CommandGetExportedKeys,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        metadata_info(&metadata::foreign_keys_schema(), &query, request)
+    /// Exported keys, imported keys and cross references: always empty (Paimon has no foreign
+    /// keys).
+    pub(crate) fn do_get_foreign_keys(&self) -> DoGetStream {
+        batch_stream(RecordBatch::new_empty(metadata::foreign_keys_schema()))
     }
 
-    async fn do_get_exported_keys(
-        &self,
-        _query: CommandGetExportedKeys,
-        _request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
-        Ok(Response::new(batch_stream(RecordBatch::new_empty(
-            metadata::foreign_keys_schema(),
-        ))))
-    }
-
-    async fn get_flight_info_imported_keys(
-        &self,
-        query: CommandGetImportedKeys,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        metadata_info(&metadata::foreign_keys_schema(), &query, request)
-    }
-
-    async fn do_get_imported_keys(
-        &self,
-        _query: CommandGetImportedKeys,
-        _request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
-        Ok(Response::new(batch_stream(RecordBatch::new_empty(
-            metadata::foreign_keys_schema(),
-        ))))
-    }
-
-    async fn get_flight_info_cross_reference(
-        &self,
-        query: CommandGetCrossReference,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        metadata_info(&metadata::foreign_keys_schema(), &query, request)
-    }
-
-    async fn do_get_cross_reference(
-        &self,
-        _query: CommandGetCrossReference,
-        _request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
-        Ok(Response::new(batch_stream(RecordBatch::new_empty(
-            metadata::foreign_keys_schema(),
-        ))))
-    }
-
-    async fn get_flight_info_xdbc_type_info(
+    pub(crate) fn do_get_xdbc_type_info(
         &self,
         query: CommandGetXdbcTypeInfo,
-        request: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let schema = query.into_builder(&self.xdbc).schema();
-        metadata_info(&schema, &query, request)
-    }
-
-    async fn do_get_xdbc_type_info(
-        &self,
-        query: CommandGetXdbcTypeInfo,
-        _request: Request<Ticket>,
-    ) -> std::result::Result<Response<DoGetStream>, Status> {
+    ) -> std::result::Result<DoGetStream, Status> {
         let batch = query
             .into_builder(&self.xdbc)
             .build()
             .map_err(|e| super::status::status(ErrorKind::Internal, e.to_string()))?;
-        Ok(Response::new(batch_stream(batch)))
+        Ok(batch_stream(batch))
     }
 
-    async fn do_put_fallback(
+    pub(crate) async fn do_put_statement_update(
         &self,
-        request: Request<PeekableFlightDataStream>,
-        message: arrow_flight::sql::Any,
-    ) -> std::result::Result<
-        Response<<Self as arrow_flight::flight_service_server::FlightService>::DoPutStream>,
-        Status,
-    > {
-        match super::streaming::parse_command(&message) {
-            Some(cmd) => super::streaming::serve(&self.auth, request, cmd?).await,
-            None => Err(super::status::status(
-                ErrorKind::Unsupported,
-                format!("DoPut: unknown command {}", message.type_url),
-            )),
-        }
-    }
-
-    async fn do_put_statement_update(
-        &self,
+        call: &Call,
         ticket: CommandStatementUpdate,
-        request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<i64, Status> {
-        let (p, session) = self.session(&request)?;
+        let (p, session) = self.session(call);
         if ticket.transaction_id.is_some() {
             return Err(super::status::status(
                 ErrorKind::Unsupported,
@@ -659,78 +521,79 @@ impl FlightSqlService for TidelakeFlightSql {
             .map_err(to_status)
     }
 
-    async fn do_put_statement_ingest(
+    pub(crate) async fn do_put_statement_ingest(
         &self,
+        call: &Call,
         ticket: CommandStatementIngest,
-        request: Request<PeekableFlightDataStream>,
+        input: FlightDataIn,
     ) -> std::result::Result<i64, Status> {
-        let note = request
-            .extensions()
-            .get::<Arc<super::audit::AuditNote>>()
-            .cloned();
-        let n = self.ingest(ticket, request).await?;
-        if let Some(note) = note {
-            note.add_rows(u64::try_from(n).unwrap_or(0));
-        }
+        let n = self.ingest(call, ticket, input).await?;
+        call.add_rows(u64::try_from(n).unwrap_or(0));
         Ok(n)
     }
 
-    async fn do_put_prepared_statement_query(
+    pub(crate) async fn do_put_prepared_statement_query(
         &self,
+        call: &Call,
         query: CommandPreparedStatementQuery,
-        request: Request<PeekableFlightDataStream>,
+        input: FlightDataIn,
     ) -> std::result::Result<DoPutPreparedStatementResult, Status> {
-        let p = principal(&request)?;
-        let mut handle = self.prepared(&query.prepared_statement_handle, &p)?;
-        let params = Self::read_params(request).await?;
+        let p = &call.principal;
+        let mut handle = self.prepared(&query.prepared_statement_handle, p)?;
+        let params = Self::read_params(input).await?;
         handle.params = encode_params(&params)?;
         handle.count = None;
         Ok(DoPutPreparedStatementResult {
-            prepared_statement_handle: Some(handle.seal(seal::Kind::Handle, &p, &self.auth)),
+            prepared_statement_handle: Some(handle.seal(seal::Kind::Handle, p, &self.auth)),
         })
     }
 
-    async fn do_put_prepared_statement_update(
+    pub(crate) async fn do_put_prepared_statement_update(
         &self,
+        call: &Call,
         query: CommandPreparedStatementUpdate,
-        request: Request<PeekableFlightDataStream>,
+        input: FlightDataIn,
     ) -> std::result::Result<i64, Status> {
-        let (p, session) = self.session(&request)?;
-        let mut handle = self.prepared(&query.prepared_statement_handle, &p)?;
-        let params = Self::read_params(request).await?;
+        let (p, session) = self.session(call);
+        let mut handle = self.prepared(&query.prepared_statement_handle, p)?;
+        let params = Self::read_params(input).await?;
         if !params.is_empty() {
             handle.params = encode_params(&params)?;
         }
         Self::run_update(&p.tenant.engine, &handle, &session).await
     }
+}
 
-    async fn do_action_create_prepared_statement(
-        &self,
-        query: ActionCreatePreparedStatementRequest,
-        request: Request<arrow_flight::Action>,
-    ) -> std::result::Result<ActionCreatePreparedStatementResult, Status> {
-        let p = principal(&request)?;
-        if query.transaction_id.is_some() {
-            return Err(super::status::status(
-                ErrorKind::Unsupported,
-                "transactions are not supported",
-            ));
-        }
-        Ok(self.prepare(&p, query.query).await?.0)
-    }
+/// What arrow-flight's own Flight SQL layer still answers for the dispatcher: ListActions (the
+/// Flight SQL actions, then tidelake's) and the Flight SQL actions tidelake does not implement
+/// (transactions, savepoints, Substrait plans, CancelQuery: Unimplemented). Every command the
+/// server serves is dispatched by [`super::service`] to the handlers above, never through this
+/// trait's defaults.
+#[tonic::async_trait]
+impl FlightSqlService for TidelakeFlightSql {
+    type FlightService = TidelakeFlightSql;
 
-    async fn do_action_close_prepared_statement(
+    async fn do_handshake(
         &self,
-        _query: ActionClosePreparedStatementRequest,
-        _request: Request<arrow_flight::Action>,
-    ) -> std::result::Result<(), Status> {
-        // Handles hold no server state.
-        Ok(())
+        _request: Request<Streaming<HandshakeRequest>>,
+    ) -> std::result::Result<
+        Response<
+            std::pin::Pin<
+                Box<dyn Stream<Item = std::result::Result<HandshakeResponse, Status>> + Send>,
+            >,
+        >,
+        Status,
+    > {
+        // Handled by the service before it reaches here.
+        Err(super::status::status(
+            ErrorKind::Internal,
+            "handshake is handled by the service",
+        ))
     }
 
     async fn list_custom_actions(&self) -> Option<Vec<std::result::Result<ActionType, Status>>> {
         Some(
-            super::service::SESSION_ACTIONS
+            super::session::SESSION_ACTIONS
                 .iter()
                 .chain(super::admin::ADMIN_ACTIONS)
                 .map(|(name, description)| {

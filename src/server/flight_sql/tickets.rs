@@ -1,7 +1,6 @@
 //! Statement tickets and prepared-statement handles: self-contained (SQL, bound parameters, the
 //! count of an update already run) and sealed for their principal ([`crate::server::seal`]), so
-//! any server of the deployment serves them without statement state; and the checked decoding
-//! of parameter batches.
+//! any server of the deployment serves them without statement state.
 
 use super::*;
 
@@ -133,23 +132,4 @@ pub(super) fn encode_params(
             .map_err(|e| invalid(format!("parameters: {e}")))?;
     }
     Ok(Some(base64::engine::general_purpose::STANDARD.encode(buf)))
-}
-
-/// `input` with every message checked by [`super::ipc`] before arrow decodes it.
-pub(crate) fn checked_flight_data(
-    input: impl Stream<Item = std::result::Result<arrow_flight::FlightData, FlightError>>
-        + Send
-        + 'static,
-) -> impl Stream<Item = std::result::Result<arrow_flight::FlightData, FlightError>> + Send + 'static
-{
-    let mut schema: Option<Schema> = None;
-    input.map(move |r| {
-        let fd = r?;
-        if let Some(s) = crate::server::ipc::check_flight_data(&fd, schema.as_ref())
-            .map_err(FlightError::DecodeError)?
-        {
-            schema = Some(s);
-        }
-        Ok(fd)
-    })
 }

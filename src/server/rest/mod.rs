@@ -248,13 +248,10 @@ async fn answer(
     let (parts, body) = request.into_parts();
     let resolved = match state.auth.resolve(parts.headers.get(AUTHORIZATION)).await {
         Ok(r) => r,
-        Err(s) => {
-            record.auth = Some(s.message().to_string());
+        Err(e) => {
+            record.auth = Some(e.to_string());
             // 401 for refused credentials; the authenticator's other failures keep their kind.
-            return Err(RestError::new(
-                super::status::kind_of(s.code()),
-                s.message(),
-            ));
+            return Err(RestError::from(e));
         }
     };
     let principal = resolved.principal;

@@ -1,7 +1,13 @@
 //! Tenants: each a namespace with its own warehouse (a valid Paimon warehouse Spark or Flink can
 //! be pointed at), its own SQL engine (whose one catalog is named after the tenant), its own
-//! long operations and its own limits. A principal reaches exactly one tenant; nothing of another
-//! tenant is registered in its engine, so no SQL name, ticket or listing can reach it.
+//! limits (statements, subscriptions, streaming writes at once) and its own registries of what
+//! runs on this server: long operations ([`operations`]) and streaming writes ([`streams`]). A
+//! principal reaches exactly one tenant; nothing of another tenant is registered in its engine,
+//! so no SQL name, ticket or listing can reach it.
+//!
+//! This module sits below every door: it imports nothing of the server but the status mapping
+//! its limits refuse with; the doors (Flight, REST) reach a tenant through the caller's
+//! [`Principal`](super::principal::Principal).
 //!
 //! With no `[[tenants]]` configured there is one implicit tenant, `tidelake`, whose warehouse is
 //! the root and whose catalog is `tidelake` (everything works as before tenants).
@@ -12,10 +18,15 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
-use super::admin::Operations;
 use crate::catalog::Catalog;
 use crate::error::{invalid, ErrorKind, Result};
 use crate::sql::{SqlEngine, SqlLimits, CATALOG_NAME};
+
+pub mod operations;
+pub mod streams;
+
+use operations::Operations;
+use streams::Streams;
 
 /// One configured tenant, resolved.
 #[derive(Debug, Clone)]
@@ -44,7 +55,7 @@ pub struct Tenant {
     subscriptions: Option<Limit>,
     streams: Option<Limit>,
     /// Its streaming writes on this server, one per (table, commit user).
-    pub writers: Arc<super::streaming::Streams>,
+    pub writers: Arc<Streams>,
 }
 
 #[derive(Debug)]
