@@ -136,6 +136,11 @@ impl SnapshotManager {
         Ok(Some((id, version)))
     }
 
+    /// What the `EARLIEST` hint says, unverified (`None`: no hint, or not an id).
+    pub async fn earliest_hint(&self) -> Result<Option<i64>> {
+        self.read_hint("EARLIEST").await
+    }
+
     /// The oldest snapshot id still present.
     pub async fn earliest_id(&self) -> Result<Option<i64>> {
         if let Some(hint) = self.read_hint("EARLIEST").await? {

@@ -12,7 +12,9 @@
 //! A data file that commit `id` removed was live only in snapshots before `id`: it goes right
 //! after `snapshot-(id-1)`, so a stop between two snapshots leaves only the files of the last one
 //! deleted, which the next run's reading of its earliest delta takes. Files the kept snapshot
-//! `end` or a tag still reads are never planned.
+//! `end` or a tag still reads are never planned. A run stopped after its last snapshot file and
+//! before `EARLIEST` is rewritten leaves that hint below the earliest snapshot: the next run then
+//! deletes what the earliest snapshot's commit removed even when nothing else expires.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,6 +85,10 @@ pub struct ExpiryInput {
     pub decoupled: bool,
     /// The table has a changelog producer (its changelogs are changelog files, not its appends).
     pub produces: bool,
+    /// The `EARLIEST` hint names a snapshot before `earliest`: a run stopped between its last
+    /// snapshot deletion and its hint, before deleting what the earliest snapshot's commit
+    /// removed. Those files are planned even when nothing expires.
+    pub unfinished: bool,
 }
 
 /// The steps that expire snapshots `[earliest, end)` (pure; see the module doc for the order).
@@ -95,8 +101,9 @@ pub fn plan(input: &ExpiryInput, layout: &impl FileLayout, what: &str) -> Result
         ref held,
         decoupled,
         produces,
+        unfinished,
     } = *input;
-    if end <= earliest {
+    if end < earliest || (end == earliest && !unfinished) {
         return Ok(plan);
     }
     // Each doomed data file, with the snapshot whose delta removed it.
@@ -237,6 +244,56 @@ impl Table {
         else {
             return Ok(None);
         };
+        // A hint below the earliest snapshot: an earlier run stopped before it finished (only a
+        // hint that is there counts: a branch's or a fast-forwarded table's may be missing).
+        let unfinished = sm.earliest_hint().await?.is_some_and(|h| h < earliest);
+        let end = match self
+            .expiry_end(&retention, earliest, latest, op, &what)
+            .await?
+        {
+            Some(end) => end,
+            None if unfinished => earliest,
+            None => return Ok(None),
+        };
+        let mut input = ExpiryInput {
+            earliest,
+            end,
+            decoupled,
+            produces,
+            unfinished,
+            ..Default::default()
+        };
+        op.phase("reading manifests", (end - earliest + 1) as u64);
+        for id in earliest..=end {
+            op.check(&what)?;
+            op.advance(0, 0);
+            input
+                .snapshots
+                .insert(id, SnapshotFiles::load(self, sm.snapshot(id).await?).await?);
+        }
+        let end_snapshot = match input.snapshots.get(&end) {
+            Some(s) => s.snapshot.clone(),
+            None => sm.snapshot(end).await?,
+        };
+        input.held.hold(self, &end_snapshot).await?;
+        for (_, t) in self.protecting_tags().await? {
+            input.held.hold(self, &t).await?;
+        }
+        // The last point where stopping changes nothing.
+        op.check(&what)?;
+        plan(&input, self, &what).map(Some)
+    }
+
+    /// The first snapshot `retention` keeps, when it expires any (`None`: it expires none).
+    async fn expiry_end(
+        &self,
+        retention: &Retention,
+        earliest: i64,
+        latest: i64,
+        op: &Operation,
+        what: &str,
+    ) -> Result<Option<i64>> {
+        let sm = self.snapshot_manager();
         if latest - earliest < retention.min_retained {
             return Ok(None);
         }
@@ -250,53 +307,20 @@ impl Table {
         }
         // Commit times of the snapshots the decision can touch.
         let last_needed = latest.min(earliest + retention.expire_limit + 1);
-        let mut read = BTreeMap::new();
+        let mut times = Vec::new();
         op.phase("reading snapshots", (last_needed - earliest + 1) as u64);
         for id in earliest..=last_needed {
-            op.check(&what)?;
+            op.check(what)?;
             op.advance(0, 0);
-            read.insert(id, sm.snapshot(id).await?);
+            times.push(sm.snapshot(id).await?.time_millis);
         }
-        let times: Vec<i64> = read.values().map(|s| s.time_millis).collect();
         let end = expire_until(
             earliest,
             &times,
             self.clock().now_millis(),
-            &retention,
+            retention,
             self.min_consumer().await?,
         );
-        if end <= earliest {
-            return Ok(None);
-        }
-        let mut input = ExpiryInput {
-            earliest,
-            end,
-            decoupled,
-            produces,
-            ..Default::default()
-        };
-        op.phase("reading manifests", (end - earliest + 1) as u64);
-        for id in earliest..=end {
-            op.check(&what)?;
-            op.advance(0, 0);
-            let s = match read.remove(&id) {
-                Some(s) => s,
-                None => sm.snapshot(id).await?,
-            };
-            input
-                .snapshots
-                .insert(id, SnapshotFiles::load(self, s).await?);
-        }
-        let end_snapshot = match input.snapshots.get(&end) {
-            Some(s) => s.snapshot.clone(),
-            None => sm.snapshot(end).await?,
-        };
-        input.held.hold(self, &end_snapshot).await?;
-        for (_, t) in self.protecting_tags().await? {
-            input.held.hold(self, &t).await?;
-        }
-        // The last point where stopping changes nothing.
-        op.check(&what)?;
-        plan(&input, self, &what).map(Some)
+        Ok((end > earliest).then_some(end))
     }
 }

@@ -206,8 +206,8 @@ impl Table {
     }
 
     /// The snapshots of this handle's branch that hold files: every snapshot up to the latest,
-    /// its tags, and its long-lived changelogs (whose data lists may be gone: their names go into
-    /// `changelog_lists`).
+    /// its tags (without their changelog), and its long-lived changelogs (whose data lists may be
+    /// gone: their names go into `changelog_lists`).
     async fn referenced_snapshots(
         &self,
         snapshots: &mut Vec<Snapshot>,
@@ -232,7 +232,12 @@ impl Table {
                 Err(e) => return Err(e),
             }
         }
-        snapshots.extend(self.tag_manager().list().await?.into_iter().map(|(_, s)| s));
+        // A tag holds what a batch read of it needs, not its snapshot's changelog (expiry takes
+        // that, as Paimon's does: `Held::hold`).
+        for (_, mut tag) in self.tag_manager().list().await? {
+            tag.changelog_manifest_list = None;
+            snapshots.push(tag);
+        }
         // Long-lived changelogs hold their manifests and files like snapshots (the data lists
         // of a changelog with a producer went with its snapshot: missing is fine there).
         let cm = self.changelog_manager();

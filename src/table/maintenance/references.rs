@@ -168,8 +168,11 @@ pub struct Held {
 }
 
 impl Held {
-    /// Adds everything `s` can read: its live data files and its metadata files (strict: a
-    /// kept snapshot that cannot be read stops the operation), and its index files.
+    /// Adds what a batch read of `s` needs: its live data files, its data manifest lists and
+    /// their manifests (strict: a kept snapshot that cannot be read stops the operation), its
+    /// index manifest and index files. Not its changelog: a snapshot's changelog list, manifests
+    /// and files go when the snapshot expires, even when a tag pins it, as in Paimon (whose
+    /// `FileDeletionBase.manifestSkippingSet` holds data and index manifests only).
     pub async fn hold(&mut self, table: &Table, s: &Snapshot) -> Result<()> {
         let mm = table.manifest_manager();
         self.files.extend(
@@ -179,7 +182,7 @@ impl Held {
                 .map(DataFile::of)
                 .collect::<Vec<_>>(),
         );
-        for list in s.manifest_lists() {
+        for list in [&s.base_manifest_list, &s.delta_manifest_list] {
             self.manifests.insert(list.clone());
             for m in mm.read_manifest_list(list).await? {
                 self.manifests.insert(m.file_name);

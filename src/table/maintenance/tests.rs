@@ -93,6 +93,11 @@ struct Model {
     tags: BTreeMap<String, i64>,
     /// The paths that exist.
     store: BTreeSet<String>,
+    /// Snapshots a rollback published again from a tag: a tag does not keep its snapshot's
+    /// changelog, so these are read whole without one.
+    restored: BTreeSet<i64>,
+    /// What the `EARLIEST` hint says.
+    earliest_hint: Option<i64>,
 }
 
 fn data_file(bucket: i32, name: String) -> DataFile {
@@ -185,6 +190,7 @@ impl Model {
                 .insert(id, snapshot(id, c.changelog, index.as_ref()));
             m.store.insert(snapshot_path(id));
         }
+        m.earliest_hint = Some(1);
         for (n, t) in tagged.iter().enumerate() {
             let id = (*t % commits.len()) as i64 + 1;
             let name = format!("t{n}");
@@ -287,7 +293,7 @@ impl Model {
     /// [`Held::hold`], read off the model.
     fn hold(&self, held: &mut Held, s: &Snapshot) {
         held.files.extend(self.live(s));
-        for l in Self::lists_of(s) {
+        for l in [&s.base_manifest_list, &s.delta_manifest_list] {
             held.manifests.insert(l.clone());
             held.manifests.extend(self.lists[l].iter().cloned());
         }
@@ -303,7 +309,11 @@ impl Model {
     /// (`FileDeletionBase.manifestSkippingSet` holds data and index manifests only).
     fn needs(&self, s: &Snapshot, changelog: bool) -> Vec<String> {
         let mut out = Vec::new();
-        for l in Self::lists_of(s) {
+        let lists = [Some(&s.base_manifest_list), Some(&s.delta_manifest_list)]
+            .into_iter()
+            .chain([s.changelog_manifest_list.as_ref().filter(|_| changelog)])
+            .flatten();
+        for l in lists {
             out.push(Layout.manifest_path(l));
             for m in &self.lists[l] {
                 out.push(Layout.manifest_path(m));
@@ -339,7 +349,7 @@ impl Model {
         }
         let entry_points = ids
             .iter()
-            .map(|id| (format!("snapshot {id}"), *id, true))
+            .map(|id| (format!("snapshot {id}"), *id, !self.restored.contains(id)))
             .chain(
                 self.tags()
                     .into_iter()
@@ -371,11 +381,13 @@ impl Model {
                 }
                 Step::Restore(s) => {
                     self.store.insert(snapshot_path(s.id));
+                    self.restored.insert(s.id);
                 }
                 Step::DeleteFile { path, .. } => {
                     self.store.remove(path);
                 }
-                Step::EarliestHint(_) | Step::LatestHint(_) => {}
+                Step::EarliestHint(id) => self.earliest_hint = Some(*id),
+                Step::LatestHint(_) => {}
                 other => panic!("the model does not take {other:?}"),
             }
         }
@@ -384,15 +396,21 @@ impl Model {
     /// What orphan removal decides, over the model's entry points and its files.
     fn orphan_plan(&self) -> Plan {
         let mut used = Used::default();
+        // Tags hold their data lists only (`referenced_snapshots`).
         let entry_points = self
             .snapshot_ids()
             .into_iter()
-            .chain(self.tags().into_iter().map(|(_, id)| id));
-        for id in entry_points {
+            .map(|id| (id, true))
+            .chain(self.tags().into_iter().map(|(_, id)| (id, false)));
+        for (id, changelog) in entry_points {
             let s = &self.snapshots[&id];
-            for l in Self::lists_of(s) {
+            let lists = Self::lists_of(s)
+                .into_iter()
+                .filter(|l| changelog || Some(*l) != s.changelog_manifest_list.as_ref());
+            for l in lists {
                 used.manifests.insert(l.clone());
-                for m in &self.lists[l] {
+                // A list that is gone names nothing (a tag's expired changelog).
+                for m in self.lists[l].iter().filter(|_| self.has_manifest(l)) {
                     used.manifests.insert(m.clone());
                     used.files
                         .extend(self.manifests[m].iter().map(|e| e.file.name.clone()));
@@ -420,12 +438,14 @@ impl Model {
         let ids = self.snapshot_ids();
         let (earliest, latest) = (*ids.first()?, *ids.last()?);
         let end = earliest.max(latest - keep + 1);
-        if end <= earliest {
+        let unfinished = self.earliest_hint.is_some_and(|h| h < earliest);
+        if end <= earliest && !unfinished {
             return None;
         }
         let mut input = ExpiryInput {
             earliest,
             end,
+            unfinished,
             ..Default::default()
         };
         for id in earliest..=end {
@@ -503,6 +523,19 @@ fn stopped_at_every_step(
     plan: &Plan,
     rerun: impl Fn(&Model) -> Option<Plan>,
 ) -> std::result::Result<(), TestCaseError> {
+    stopped_at_every_step_leaking(model, plan, rerun, false)
+}
+
+/// [`stopped_at_every_step`]; with `may_leak`, a stopped run may leave data files behind that no
+/// remaining snapshot or tag reads but that orphan removal keeps, because a retained manifest
+/// still names them (a tag deletion stopped after its tag file: Paimon's orphan rule counts
+/// every file a retained manifest names, ADD or DELETE, as used).
+fn stopped_at_every_step_leaking(
+    model: &Model,
+    plan: &Plan,
+    rerun: impl Fn(&Model) -> Option<Plan>,
+    may_leak: bool,
+) -> std::result::Result<(), TestCaseError> {
     let mut clean = model.clone();
     clean.apply(&plan.steps);
     clean.check_readable("uninterrupted")?;
@@ -522,18 +555,47 @@ fn stopped_at_every_step(
         prop_assert_eq!(&m.snapshot_ids(), &clean_ids, "{}", context);
         let orphans = m.orphan_plan();
         m.apply(&orphans.steps);
-        prop_assert_eq!(
-            &m.store,
-            &clean.store,
-            "{}: leftovers that were not orphans",
+        if !may_leak {
+            prop_assert_eq!(
+                &m.store,
+                &clean.store,
+                "{}: leftovers that were not orphans",
+                context
+            );
+            continue;
+        }
+        prop_assert!(
+            m.store.is_superset(&clean.store),
+            "{}: lost what a clean run keeps",
             context
         );
+        let read: BTreeSet<String> = m
+            .snapshot_ids()
+            .into_iter()
+            .map(|id| (id, !m.restored.contains(&id)))
+            .chain(m.tags().into_iter().map(|(_, id)| (id, false)))
+            .flat_map(|(id, changelog)| m.needs(&m.snapshots[&id], changelog))
+            .collect();
+        for leaked in m.store.difference(&clean.store) {
+            prop_assert!(
+                leaked.contains("/bucket-") && !read.contains(leaked),
+                "{}: {} left behind is not an unread data file",
+                context,
+                leaked
+            );
+        }
     }
     Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    // Deterministic (STYLE 17): the same 96 histories on every run, nothing persisted.
+    #![proptest_config(ProptestConfig {
+        cases: 96,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(42),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn an_expiry_stopped_anywhere_leaves_every_snapshot_readable(
@@ -544,7 +606,7 @@ proptest! {
         let model = Model::build(&commits, &tagged);
         model.check_readable("as written")?;
         if let Some(plan) = model.expiry(keep) {
-            // The plan is its own dry run: nothing it reports is still read by what stays.
+            // The plan is its own dry run.
             prop_assert_eq!(plan.report().snapshots.len() as i64,
                 model.snapshot_ids().len() as i64 - keep);
             stopped_at_every_step(&model, &plan, |m| m.expiry(keep))?;
@@ -588,9 +650,8 @@ proptest! {
         }
         let plan = model.tag_deletion("t0");
         prop_assert_eq!(&plan.steps[0], &Step::DeleteTag("t0".into()));
-        stopped_at_every_step(&model, &plan, |m| {
-            m.tags().iter().any(|(n, _)| n == "t0").then(|| m.tag_deletion("t0"))
-        })?;
+        let rerun = |m: &Model| m.tags().iter().any(|(n, _)| n == "t0").then(|| m.tag_deletion("t0"));
+        stopped_at_every_step_leaking(&model, &plan, rerun, true)?;
     }
 }
 
