@@ -253,11 +253,7 @@ impl SqlEngine {
             .with_runtime_env(runtime)
             .with_default_features()
             .with_physical_optimizer_rule(Arc::new(scan_exec::TopNIntoScan));
-        for f in builder.scalar_functions().iter_mut().flatten() {
-            if let Some(capped) = output_caps::capped(f) {
-                *f = capped;
-            }
-        }
+        output_caps::cap_functions(&mut builder);
         let state = builder.build();
         let table_functions = Arc::new(state.table_functions().keys().cloned().collect());
         state.catalog_list().register_catalog(
