@@ -19,13 +19,16 @@
 //! `MODIFY` and `CHANGE` (MySQL's and Flink's spellings) restate a column: each part that
 //! differs from the column as it is (name, type, nullability, comment, position) becomes its
 //! own change, all in one schema version.
+//!
+//! Flink's `SET (...)` / `RESET (...)` and Spark's `UNSET TBLPROPERTIES` reach this module already
+//! rewritten by the parser ([`super::dialect`]).
 
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, MySQLColumnPosition,
     RenameTableNameKind,
 };
 
-use super::dml::{column_type, key_values};
+use super::ddl::{column_type, key_values};
 use super::{SqlEngine, SqlSession};
 use crate::catalog::Identifier;
 use crate::error::{invalid, Result};
@@ -399,68 +402,4 @@ pub(super) async fn comment_on(
     }
     catalog.alter_table(&id, &[change]).await?;
     Ok(0)
-}
-
-/// Flink's and Spark's option statements, which the SQL parser does not know, rewritten into
-/// ones it does: `ALTER TABLE t SET ('k' = 'v', ...)` becomes `... SET TBLPROPERTIES (...)`, and
-/// `ALTER TABLE t RESET ('k', ...)` / `ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] ('k', ...)`
-/// become `CALL sys.reset_options('t', 'k', ...)`. `None` when `sql` is none of them.
-pub(super) fn rewrite_option_statement(sql: &str) -> Option<String> {
-    let trimmed = sql.trim().trim_end_matches(';').trim();
-    let upper = trimmed.to_ascii_uppercase();
-    let rest_upper = upper.strip_prefix("ALTER TABLE ")?;
-    let rest = &trimmed["ALTER TABLE ".len()..];
-    let name_len = rest_upper.find(char::is_whitespace)?;
-    let name = &rest[..name_len];
-    let tail_upper = rest_upper[name_len..].trim_start();
-    let tail = rest[name_len..].trim_start();
-    let list_of = |t_upper: &str| tail[tail.len() - t_upper.len()..].trim();
-    if let Some(t) = tail_upper.strip_prefix("RESET") {
-        let list = list_of(t);
-        return list.starts_with('(').then(|| reset_call(name, list));
-    }
-    if let Some(t) = tail_upper.strip_prefix("UNSET TBLPROPERTIES") {
-        let t = t.trim_start();
-        let t = t.strip_prefix("IF EXISTS").unwrap_or(t);
-        let list = list_of(t);
-        return list.starts_with('(').then(|| reset_call(name, list));
-    }
-    let t = tail_upper.strip_prefix("SET")?;
-    let list = list_of(t);
-    list.starts_with('(')
-        .then(|| format!("ALTER TABLE {name} SET TBLPROPERTIES {list}"))
-}
-
-fn reset_call(table: &str, list: &str) -> String {
-    let keys = list.trim_start_matches('(').trim_end_matches(')');
-    let table = table.replace('\'', "''");
-    if keys.trim().is_empty() {
-        format!("CALL sys.reset_options('{table}')")
-    } else {
-        format!("CALL sys.reset_options('{table}', {keys})")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rewrite_option_statement as rw;
-
-    #[test]
-    fn rewrites_flink_and_spark_option_statements() {
-        assert_eq!(
-            rw("ALTER TABLE db.t SET ('a' = '1', 'b' = '2');").as_deref(),
-            Some("ALTER TABLE db.t SET TBLPROPERTIES ('a' = '1', 'b' = '2')")
-        );
-        assert_eq!(
-            rw("alter table t reset ('a', 'b')").as_deref(),
-            Some("CALL sys.reset_options('t', 'a', 'b')")
-        );
-        assert_eq!(
-            rw("ALTER TABLE t UNSET TBLPROPERTIES IF EXISTS ('a')").as_deref(),
-            Some("CALL sys.reset_options('t', 'a')")
-        );
-        assert_eq!(rw("ALTER TABLE t SET TBLPROPERTIES ('a' = '1')"), None);
-        assert_eq!(rw("ALTER TABLE t ADD COLUMN c INT"), None);
-        assert_eq!(rw("SELECT 1"), None);
-    }
 }

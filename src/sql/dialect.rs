@@ -1,6 +1,11 @@
 //! Parsing: DataFusion's generic SQL dialect plus table versions (`FOR SYSTEM_TIME AS OF`,
 //! `VERSION AS OF`, `TIMESTAMP AS OF`), which are rewritten into versioned table names that the
 //! schema provider resolves (`t@snapshot=3`, `t@tag=nightly`, `t@ts=1732881600000`).
+//!
+//! Spellings of other engines that the parser does not know are rewritten into ones it does
+//! before parsing: Flink's and Spark's option statements (`ALTER TABLE t SET (...)`,
+//! `RESET (...)`, `UNSET TBLPROPERTIES`) and Paimon's `ROW<..>` type. Every statement passes the
+//! size and shape limits of [`super::limits`] here, before anything plans it.
 
 use std::any::TypeId;
 use std::ops::ControlFlow;
@@ -130,11 +135,51 @@ fn rewrite_row_types(sql: &str) -> Option<String> {
     Some(out)
 }
 
+/// Flink's and Spark's option statements, which the SQL parser does not know, rewritten into
+/// ones it does: `ALTER TABLE t SET ('k' = 'v', ...)` becomes `... SET TBLPROPERTIES (...)`, and
+/// `ALTER TABLE t RESET ('k', ...)` / `ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] ('k', ...)`
+/// become `CALL sys.reset_options('t', 'k', ...)`. `None` when `sql` is none of them.
+fn rewrite_option_statement(sql: &str) -> Option<String> {
+    let trimmed = sql.trim().trim_end_matches(';').trim();
+    let upper = trimmed.to_ascii_uppercase();
+    let rest_upper = upper.strip_prefix("ALTER TABLE ")?;
+    let rest = &trimmed["ALTER TABLE ".len()..];
+    let name_len = rest_upper.find(char::is_whitespace)?;
+    let name = &rest[..name_len];
+    let tail_upper = rest_upper[name_len..].trim_start();
+    let tail = rest[name_len..].trim_start();
+    let list_of = |t_upper: &str| tail[tail.len() - t_upper.len()..].trim();
+    if let Some(t) = tail_upper.strip_prefix("RESET") {
+        let list = list_of(t);
+        return list.starts_with('(').then(|| reset_call(name, list));
+    }
+    if let Some(t) = tail_upper.strip_prefix("UNSET TBLPROPERTIES") {
+        let t = t.trim_start();
+        let t = t.strip_prefix("IF EXISTS").unwrap_or(t);
+        let list = list_of(t);
+        return list.starts_with('(').then(|| reset_call(name, list));
+    }
+    let t = tail_upper.strip_prefix("SET")?;
+    let list = list_of(t);
+    list.starts_with('(')
+        .then(|| format!("ALTER TABLE {name} SET TBLPROPERTIES {list}"))
+}
+
+fn reset_call(table: &str, list: &str) -> String {
+    let keys = list.trim_start_matches('(').trim_end_matches(')');
+    let table = table.replace('\'', "''");
+    if keys.trim().is_empty() {
+        format!("CALL sys.reset_options('{table}')")
+    } else {
+        format!("CALL sys.reset_options('{table}', {keys})")
+    }
+}
+
 /// Parses exactly one statement and rewrites table versions into versioned names.
 pub(crate) fn parse_one(sql: &str) -> Result<DFStatement> {
     // Flink's `ALTER TABLE t SET (...)` / `RESET (...)` are rewritten into parseable forms.
     super::limits::check_size(sql, "the statement")?;
-    let rewritten = super::alter::rewrite_option_statement(sql);
+    let rewritten = rewrite_option_statement(sql);
     let sql = rewritten.as_deref().unwrap_or(sql);
     let rows = rewrite_row_types(sql);
     let sql = rows.as_deref().unwrap_or(sql);
@@ -342,5 +387,31 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(s.contains("t$snapshots"), "{s}");
+    }
+
+    #[test]
+    fn rewrites_flink_and_spark_option_statements() {
+        assert_eq!(
+            rewrite_option_statement("ALTER TABLE db.t SET ('a' = '1', 'b' = '2');").as_deref(),
+            Some("ALTER TABLE db.t SET TBLPROPERTIES ('a' = '1', 'b' = '2')")
+        );
+        assert_eq!(
+            rewrite_option_statement("alter table t reset ('a', 'b')").as_deref(),
+            Some("CALL sys.reset_options('t', 'a', 'b')")
+        );
+        assert_eq!(
+            rewrite_option_statement("ALTER TABLE t UNSET TBLPROPERTIES IF EXISTS ('a')")
+                .as_deref(),
+            Some("CALL sys.reset_options('t', 'a')")
+        );
+        assert_eq!(
+            rewrite_option_statement("ALTER TABLE t SET TBLPROPERTIES ('a' = '1')"),
+            None
+        );
+        assert_eq!(
+            rewrite_option_statement("ALTER TABLE t ADD COLUMN c INT"),
+            None
+        );
+        assert_eq!(rewrite_option_statement("SELECT 1"), None);
     }
 }

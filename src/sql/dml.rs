@@ -1,8 +1,9 @@
-//! Statements that change tables: `CREATE TABLE` (to a [`TableDefinition`]), `INSERT [OVERWRITE]`,
-//! and for primary-key tables `UPDATE` and `DELETE`, written as `-U`/`+U`/`-D` rows through the
-//! table's merge engine. Each statement is one atomic commit; on any error nothing is committed
-//! and the files already written are removed. UPDATE and DELETE find their rows with a query
-//! built from their own statement tree (never from SQL text). `CALL` is in [`super::call`].
+//! Statements that change a table's rows: `INSERT [OVERWRITE]`, and for primary-key tables
+//! `UPDATE` and `DELETE`, written as `-U`/`+U`/`-D` rows through the table's merge engine. Each
+//! statement is one atomic commit; on any error nothing is committed and the files already
+//! written are removed. UPDATE and DELETE find their rows with a query built from their own
+//! statement tree (never from SQL text). `CREATE` and `DROP` are in [`super::ddl`], `ALTER` in
+//! [`super::alter`], `CALL` in [`super::call`].
 
 use std::sync::Arc;
 
@@ -12,14 +13,13 @@ use arrow::datatypes::{Field, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, BinaryOperator, ColumnOption, CreateTable, Delete, Expr, FromTable,
-    HiveDistributionStyle, Ident, Insert, SelectItem, SetExpr, SqlOption, Statement,
-    TableConstraint, TableFactor, TableObject, TableWithJoins, Update, Value,
+    AssignmentTarget, BinaryOperator, Delete, Expr, FromTable, Ident, Insert, SelectItem, SetExpr,
+    Statement, TableFactor, TableObject, TableWithJoins, Update, Value,
 };
 use futures::StreamExt;
 
 use super::{dialect, object_name_parts, SqlEngine, SqlSession};
-use crate::catalog::{Identifier, TableDefinition};
+use crate::catalog::Identifier;
 use crate::error::{invalid, Result};
 use crate::spec::binary_row::Datum;
 use crate::spec::MergeEngine;
@@ -27,182 +27,6 @@ use crate::table::{Overwrite, Table, WriteOptions};
 
 /// The input-only column carrying row kinds of UPDATE and DELETE writes.
 const KIND_COLUMN: &str = "__tidelake_row_kind";
-
-/// `CREATE TABLE` to a table definition; returns it with the `IF NOT EXISTS` flag.
-pub(super) fn table_definition(ct: &CreateTable) -> Result<(TableDefinition, bool)> {
-    if ct.query.is_some() || ct.like.is_some() || ct.clone.is_some() {
-        return invalid!("CREATE TABLE ... AS / LIKE / CLONE is not supported");
-    }
-    if ct.or_replace {
-        return invalid!("CREATE OR REPLACE TABLE is not supported; drop the table first");
-    }
-    let mut def = TableDefinition::default();
-    for c in &ct.columns {
-        let mut not_null = false;
-        let mut comment = None;
-        for o in &c.options {
-            match &o.option {
-                ColumnOption::NotNull => not_null = true,
-                ColumnOption::Null => {}
-                ColumnOption::PrimaryKey(_) => {
-                    not_null = true;
-                    def.primary_keys.push(c.name.value.clone());
-                }
-                ColumnOption::Comment(text) => comment = Some(text.clone()),
-                other => return invalid!("column '{}': option '{other}' is not supported", c.name),
-            }
-        }
-        let ty = column_type(&c.name.value, &c.data_type, not_null)?;
-        if let Some(comment) = comment {
-            def.column_comments.insert(c.name.value.clone(), comment);
-        }
-        def.columns.push((c.name.value.clone(), ty));
-    }
-    for constraint in &ct.constraints {
-        match constraint {
-            TableConstraint::PrimaryKey(pk) => {
-                for col in &pk.columns {
-                    match &col.column.expr {
-                        Expr::Identifier(i) => def.primary_keys.push(i.value.clone()),
-                        other => {
-                            return invalid!("PRIMARY KEY expects column names, got '{other}'")
-                        }
-                    }
-                }
-            }
-            other => return invalid!("constraint '{other}' is not supported"),
-        }
-    }
-    // Primary-key columns are NOT NULL, as in Paimon.
-    for (name, ty) in def.columns.iter_mut() {
-        if def.primary_keys.contains(name) {
-            *ty = ty.clone().with_nullable(false);
-        }
-    }
-    if let HiveDistributionStyle::PARTITIONED { columns } = &ct.hive_distribution {
-        def.partition_keys = columns.iter().map(|c| c.name.value.clone()).collect();
-    }
-    if let Some(p) = &ct.partition_by {
-        return invalid!("use PARTITIONED BY (columns), not PARTITION BY {p}");
-    }
-    let options: &[SqlOption] = match &ct.table_options {
-        datafusion::sql::sqlparser::ast::CreateTableOptions::None => &[],
-        datafusion::sql::sqlparser::ast::CreateTableOptions::With(o)
-        | datafusion::sql::sqlparser::ast::CreateTableOptions::Options(o)
-        | datafusion::sql::sqlparser::ast::CreateTableOptions::TableProperties(o) => o,
-        datafusion::sql::sqlparser::ast::CreateTableOptions::Plain(o) => o,
-    };
-    def.options.extend(key_values(options)?);
-    if let Some(c) = &ct.comment {
-        def.comment = Some(match c {
-            datafusion::sql::sqlparser::ast::CommentDef::WithEq(s)
-            | datafusion::sql::sqlparser::ast::CommentDef::WithoutEq(s) => s.clone(),
-        });
-    }
-    Ok((def, ct.if_not_exists))
-}
-
-/// A column's Paimon type from its SQL type: ARRAY<T> (and T[]), MAP<K, V>, STRUCT<..> and
-/// ROW<..> are nested types; every other type is read by its name.
-pub(super) fn column_type(
-    name: &str,
-    sql: &datafusion::sql::sqlparser::ast::DataType,
-    not_null: bool,
-) -> Result<crate::spec::DataType> {
-    sql_type(name, sql, 0).map(|t| t.with_nullable(!not_null))
-}
-
-fn sql_type(
-    name: &str,
-    sql: &datafusion::sql::sqlparser::ast::DataType,
-    depth: usize,
-) -> Result<crate::spec::DataType> {
-    use crate::spec::{DataField, DataType, TypeRoot};
-    use datafusion::sql::sqlparser::ast::{ArrayElemTypeDef as E, DataType as S};
-    let bad = |e: String| {
-        crate::error::InvalidArgumentSnafu {
-            message: format!("column '{name}': {e}"),
-        }
-        .build()
-    };
-    use crate::spec::types::MAX_NESTING;
-    if depth > MAX_NESTING {
-        return Err(bad(format!(
-            "type '{sql}' nests deeper than {MAX_NESTING} levels"
-        )));
-    }
-    let inner = |t: &S| sql_type(name, t, depth + 1).map(Box::new);
-    let root = match sql {
-        S::Array(E::AngleBracket(t) | E::SquareBracket(t, _) | E::Parenthesis(t)) => {
-            TypeRoot::Array(inner(t)?)
-        }
-        S::Map(k, v) => TypeRoot::Map(inner(k)?, inner(v)?),
-        S::Struct(fields, _) => TypeRoot::Row(
-            fields
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    let field = f
-                        .field_name
-                        .as_ref()
-                        .ok_or_else(|| bad(format!("every field of '{sql}' needs a name")))?;
-                    Ok(DataField {
-                        id: i as i32,
-                        name: field.value.clone(),
-                        data_type: *inner(&f.field_type)?,
-                        description: None,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?,
-        ),
-        other => {
-            return paimon_type_name(&other.to_string())
-                .parse()
-                .map_err(|e: crate::spec::types::TypeParseError| bad(e.0))
-        }
-    };
-    DataType::checked(root, true).map_err(|e| bad(e.0))
-}
-
-/// `'key' = 'value'` options (WITH, TBLPROPERTIES) as strings.
-pub(super) fn key_values(options: &[SqlOption]) -> Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    for o in options {
-        match o {
-            SqlOption::KeyValue { key, value } => {
-                let v = match value {
-                    Expr::Value(v) => match &v.value {
-                        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
-                        Value::Number(n, _) => n.clone(),
-                        Value::Boolean(b) => b.to_string(),
-                        other => other.to_string(),
-                    },
-                    Expr::Identifier(i) => i.value.clone(),
-                    other => other.to_string(),
-                };
-                out.push((key.value.clone(), v));
-            }
-            other => {
-                return invalid!("table option '{other}' is not supported; use 'key' = 'value'")
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// SQL type spellings to Paimon's.
-fn paimon_type_name(sql: &str) -> String {
-    let upper = sql.trim().to_ascii_uppercase();
-    match upper.as_str() {
-        "TEXT" => "STRING".into(),
-        "INTEGER" => "INT".into(),
-        "BOOL" => "BOOLEAN".into(),
-        "REAL" => "FLOAT".into(),
-        "DOUBLE PRECISION" => "DOUBLE".into(),
-        "BYTEA" | "BLOB" => "BYTES".into(),
-        _ => upper,
-    }
-}
 
 fn table_of_object(obj: &TableObject) -> Result<&datafusion::sql::sqlparser::ast::ObjectName> {
     match obj {
@@ -259,7 +83,7 @@ pub(super) async fn insert(
             },
             other => return invalid!("PARTITION value '{other}' must be a literal"),
         };
-        let Some(datum) = super::provider::scalar_to_datum(&scalar, &field.data_type) else {
+        let Some(datum) = super::expr::scalar_to_datum(&scalar, &field.data_type) else {
             return invalid!(
                 "table {id}: '{right}' is not a valid {} value for partition key '{key}'",
                 field.data_type

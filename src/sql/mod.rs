@@ -10,10 +10,13 @@
 
 mod alter;
 mod call;
-mod changelog;
+mod ddl;
 mod dialect;
 pub(crate) use dialect::object_name_parts;
 mod dml;
+mod error;
+use error::from_df;
+mod expr;
 pub mod limits;
 pub mod output_caps;
 mod point;
@@ -28,13 +31,13 @@ use std::time::Duration;
 
 use arrow::array::{Int64Array, RecordBatch};
 use arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
-use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
+use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::execution::context::SQLOptions;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::prelude::{DataFrame, SessionConfig};
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::{ObjectName, ObjectType, SchemaName, Statement};
+use datafusion::sql::sqlparser::ast::{ObjectName, Statement};
 use futures::stream::{self, BoxStream, StreamExt};
 
 use crate::catalog::{Catalog, Identifier};
@@ -182,32 +185,6 @@ fn internal(message: String) -> Error {
     crate::error::InternalSnafu { message }.build()
 }
 
-/// Converts a DataFusion error, unwrapping tidelake errors it carries.
-pub(crate) fn from_df(e: DataFusionError) -> Error {
-    match e {
-        DataFusionError::External(b) => match b.downcast::<Error>() {
-            Ok(ours) => *ours,
-            Err(other) => match other.downcast::<DataFusionError>() {
-                Ok(inner) => from_df(*inner),
-                Err(other) => crate::error::SqlSnafu {
-                    message: other.to_string(),
-                    kind: ErrorKind::Internal,
-                }
-                .build(),
-            },
-        },
-        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
-            from_df(*inner)
-        }
-        e => snafu::IntoError::into_error(
-            crate::error::QuerySnafu {
-                message: e.strip_backtrace(),
-            },
-            Box::new(e),
-        ),
-    }
-}
-
 /// The error of a statement that ran past its timeout.
 pub fn timeout_error(limit: Duration) -> Error {
     crate::error::SqlSnafu {
@@ -276,11 +253,7 @@ impl SqlEngine {
             .with_runtime_env(runtime)
             .with_default_features()
             .with_physical_optimizer_rule(Arc::new(scan_exec::TopNIntoScan));
-        for f in builder.scalar_functions().iter_mut().flatten() {
-            if let Some(capped) = output_caps::capped(f) {
-                *f = capped;
-            }
-        }
+        output_caps::cap_functions(&mut builder);
         let state = builder.build();
         let table_functions = Arc::new(state.table_functions().keys().cloned().collect());
         state.catalog_list().register_catalog(
@@ -583,65 +556,26 @@ impl SqlEngine {
         };
         session.role.require(needed, what)?;
         match stmt {
-            Statement::CreateTable(ct) => {
-                let id = self.identifier(session, &ct.name)?;
-                let (def, if_not_exists) = dml::table_definition(&ct)?;
-                self.require_database(&id.database).await?;
-                self.catalog.create_table(&id, &def, if_not_exists).await?;
-                Ok(0)
-            }
+            Statement::CreateTable(ct) => ddl::create_table(self, session, &ct).await,
             Statement::Drop {
                 object_type,
                 if_exists,
                 names,
                 cascade,
                 ..
-            } => {
-                for name in &names {
-                    match object_type {
-                        ObjectType::Table => {
-                            let id = self.identifier(session, name)?;
-                            self.catalog.drop_table(&id, if_exists).await?;
-                        }
-                        ObjectType::Schema | ObjectType::Database => {
-                            let db = self.database_name(name)?;
-                            if !self.catalog.database_exists(&db).await? {
-                                if if_exists {
-                                    continue;
-                                }
-                                return crate::error::NotFoundSnafu {
-                                    message: format!("database '{db}' does not exist"),
-                                }
-                                .fail();
-                            }
-                            self.catalog.drop_database(&db, cascade).await?;
-                        }
-                        other => return invalid!("DROP {other} is not supported"),
-                    }
-                }
-                Ok(0)
-            }
+            } => ddl::drop(self, session, object_type, if_exists, &names, cascade).await,
             Statement::CreateSchema {
                 schema_name,
                 if_not_exists,
                 ..
-            } => {
-                let name = match schema_name {
-                    SchemaName::Simple(n) | SchemaName::NamedAuthorization(n, _) => n,
-                    SchemaName::UnnamedAuthorization(_) => {
-                        return invalid!("CREATE SCHEMA needs a name")
-                    }
-                };
-                let db = self.database_name(&name)?;
-                self.create_database(&db, if_not_exists).await
-            }
+            } => ddl::create_schema(self, schema_name, if_not_exists).await,
             Statement::CreateDatabase {
                 db_name,
                 if_not_exists,
                 ..
             } => {
                 let db = self.database_name(&db_name)?;
-                self.create_database(&db, if_not_exists).await
+                ddl::create_database(self, &db, if_not_exists).await
             }
             Statement::Insert(ins) => {
                 dml::insert(self, session, ins, std::slice::from_ref(&params.to_vec())).await
@@ -661,30 +595,6 @@ impl SqlEngine {
             }
             other => invalid!("statement not supported: {other}"),
         }
-    }
-
-    async fn require_database(&self, db: &str) -> Result<()> {
-        if self.catalog.database_exists(db).await? {
-            Ok(())
-        } else {
-            crate::error::NotFoundSnafu {
-                message: format!(
-                    "database '{db}' does not exist; create it with CREATE DATABASE {db}"
-                ),
-            }
-            .fail()
-        }
-    }
-
-    async fn create_database(&self, db: &str, if_not_exists: bool) -> Result<i64> {
-        if !if_not_exists && self.catalog.database_exists(db).await? {
-            return crate::error::AlreadyExistsSnafu {
-                message: format!("database '{db}' already exists"),
-            }
-            .fail();
-        }
-        self.catalog.create_database(db, true).await?;
-        Ok(0)
     }
 }
 

@@ -21,7 +21,8 @@ use datafusion::sql::sqlparser::ast::{
 };
 use futures::StreamExt;
 
-use super::provider::{parse_table_name, scalar_to_datum};
+use super::expr::scalar_to_datum;
+use super::provider::parse_table_name;
 use crate::error::{ArrowSnafu, Result};
 use crate::spec::binary_row::Datum;
 use crate::table::{SnapshotSelector, Table};

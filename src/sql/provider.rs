@@ -10,27 +10,22 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
-use datafusion::common::{DataFusionError, ScalarValue};
+use datafusion::common::DataFusionError;
 use datafusion::datasource::TableType;
-use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
+use super::error::df_err;
+use super::expr::{column_op_literal, scalar_to_datum, split_and};
 use super::scan_exec::{ScanPartition, TableScanExec};
 use super::system;
 use crate::catalog::{Catalog, Identifier};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::spec::binary_row::Datum;
-use crate::spec::datum::datum_at;
 use crate::table::{SnapshotSelector, Table};
-
-/// Wraps a tidelake error so DataFusion carries it through (and the status mapping finds it).
-pub(crate) fn df_err(e: Error) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
 
 /// The `tidelake` catalog: every Paimon database is a schema.
 #[derive(Debug)]
@@ -176,7 +171,7 @@ async fn resolve(catalog: &Catalog, database: &str, name: &str) -> Result<Arc<dy
                     "{name}: the changelog takes no time travel; bound it with WHERE _snapshot_id"
                 );
             }
-            Ok(Arc::new(super::changelog::ChangelogProvider::new(table)?))
+            Ok(Arc::new(system::changelog::ChangelogProvider::new(table)?))
         }
         Some(kind) => system::provider(&table, kind, &parsed.selector).await,
     }
@@ -280,46 +275,6 @@ struct Pushdown {
     lower: Option<(Datum, bool)>,
     upper: Option<(Datum, bool)>,
     bucket_key: Option<Vec<Datum>>,
-}
-
-pub(crate) fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
-    match e {
-        Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: Operator::And,
-            right,
-        }) => {
-            split_and(left, out);
-            split_and(right, out);
-        }
-        other => out.push(other),
-    }
-}
-
-/// `col <op> literal` or `literal <op> col` (the operator flipped so the column is on the left).
-pub(crate) fn column_op_literal(e: &Expr) -> Option<(&str, Operator, &ScalarValue)> {
-    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
-        return None;
-    };
-    match (left.as_ref(), right.as_ref()) {
-        (Expr::Column(c), Expr::Literal(v, _)) => Some((c.name.as_str(), *op, v)),
-        (Expr::Literal(v, _), Expr::Column(c)) => Some((c.name.as_str(), op.swap()?, v)),
-        _ => None,
-    }
-}
-
-pub(crate) fn scalar_to_datum(value: &ScalarValue, ty: &crate::spec::DataType) -> Option<Datum> {
-    let array = value.to_array().ok()?;
-    let target = ty.to_arrow();
-    let array = if array.data_type() == &target {
-        array
-    } else {
-        arrow::compute::cast(&array, &target).ok()?
-    };
-    if array.is_null(0) {
-        return Some(Datum::Null);
-    }
-    datum_at(array.as_ref(), 0, ty).ok()
 }
 
 #[async_trait]
@@ -530,17 +485,6 @@ const MAX_FILE_PARTS: u64 = 16;
 
 /// The most DataFusion partitions one table scan is split into.
 const MAX_SCAN_PARTITIONS: usize = 16;
-
-/// A small in-memory table (system tables, SHOW/DESCRIBE results).
-pub(crate) fn mem_table(schema: SchemaRef, batch: RecordBatch) -> Result<Arc<dyn TableProvider>> {
-    let t = datafusion::datasource::MemTable::try_new(schema, vec![vec![batch]]).map_err(|e| {
-        crate::error::InternalSnafu {
-            message: format!("building an in-memory table: {e}"),
-        }
-        .build()
-    })?;
-    Ok(Arc::new(t))
-}
 
 #[cfg(test)]
 mod tests {

@@ -29,7 +29,7 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
-use super::provider::df_err;
+use super::error::df_err;
 use super::scan_filter::{self, ColumnTest};
 use crate::table::read::TopKey;
 use crate::table::{Plan, RowPredicate, TableRead};

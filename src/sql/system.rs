@@ -1,16 +1,19 @@
 //! Paimon's system tables, read as `<table>$<name>`: `snapshots`, `schemas`, `options`, `files`,
-//! `manifests`, `tags` (and `audit_log`, `changelog` and `row_tracking`, which are scans; see the
-//! provider). Each is built in memory from the table's metadata when a statement names it.
+//! `manifests`, `tags` and `branches`, each built in memory from the table's metadata when a
+//! statement names it. `$changelog` reads the table's changes as they are asked for
+//! ([`changelog`]); `audit_log` and `row_tracking` are scans of the table itself (see the
+//! provider).
+
+pub(crate) mod changelog;
 
 use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::TableProvider;
 
-use super::provider::mem_table;
 use crate::error::{invalid, Result};
 use crate::spec::binary_row;
 use crate::spec::snapshot::Snapshot;
@@ -52,6 +55,17 @@ pub(crate) async fn provider(
         }
     };
     mem_table(batch.schema(), batch)
+}
+
+/// A small in-memory table: one system table's batch.
+fn mem_table(schema: SchemaRef, batch: RecordBatch) -> Result<Arc<dyn TableProvider>> {
+    let t = datafusion::datasource::MemTable::try_new(schema, vec![vec![batch]]).map_err(|e| {
+        crate::error::InternalSnafu {
+            message: format!("building an in-memory table: {e}"),
+        }
+        .build()
+    })?;
+    Ok(Arc::new(t))
 }
 
 fn ts_type() -> DataType {

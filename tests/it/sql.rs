@@ -460,6 +460,90 @@ async fn memory_limit_and_timeout_stop_statements() {
     assert!(err.to_string().contains("timeout"), "{err}");
 }
 
+/// Functions whose output size comes from an argument's value are stopped before they allocate
+/// it (`sql::output_caps`): under a 256 MiB memory limit and a 3 s timeout, each statement fails
+/// at once with one line naming the function and the limit, instead of growing the process by
+/// gigabytes past both. Within the cap the same functions answer as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn functions_sized_by_an_argument_are_refused_before_they_allocate() {
+    let s = Scratch::new();
+    s.catalog.create_database("default", true).await.unwrap();
+    let session = SqlSession::default();
+    let limit = std::time::Duration::from_secs(3);
+    let engine = SqlEngine::new(
+        s.catalog.clone(),
+        tidelake::sql::SqlLimits {
+            memory_limit_bytes: Some(256 * 1024 * 1024),
+            query_timeout: Some(limit),
+        },
+    )
+    .unwrap();
+    for (sql, function) in [
+        ("SELECT array_repeat(1, 1000000000)", "array_repeat"),
+        (
+            "SELECT cardinality(array_repeat('x', 400000000))",
+            "array_repeat",
+        ),
+        (
+            "SELECT array_repeat(1, v) FROM (VALUES (3), (1000000000)) AS t(v)",
+            "array_repeat",
+        ),
+        ("SELECT array_resize([1, 2], 1000000000, 7)", "array_resize"),
+        ("SELECT range(0, 1000000000000)", "range"),
+        (
+            "SELECT generate_series(1, 1000000000000, 1)",
+            "generate_series",
+        ),
+        (
+            "SELECT array_to_string(range(0, 100000), repeat('-', 10000))",
+            "array_to_string",
+        ),
+        (
+            "SELECT arrow_cast(NULL, 'FixedSizeBinary(2000000000)')",
+            "arrow_cast",
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let err = match engine.execute(&session, sql, &[]).await {
+            Ok(out) => out.collect().await.unwrap_err(),
+            Err(e) => e,
+        };
+        let message = err.to_string();
+        assert_eq!(
+            err.kind(),
+            tidelake::error::ErrorKind::ResourceExhausted,
+            "{sql}: {message}"
+        );
+        assert!(
+            message.contains(function) && message.contains("limit of"),
+            "{sql}: {message}"
+        );
+        assert!(!message.contains('\n'), "{sql}: one line, got {message}");
+        assert!(
+            started.elapsed() < limit,
+            "{sql}: took {:?}",
+            started.elapsed()
+        );
+    }
+    let out = engine
+        .execute(
+            &session,
+            "SELECT array_repeat(1, 3) AS a, range(0, 3) AS r, array_resize([1], 2, 9) AS z",
+            &[],
+        )
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let formatted = arrow::util::pretty::pretty_format_batches(&out)
+        .unwrap()
+        .to_string();
+    assert!(formatted.contains("[1, 1, 1]"), "{formatted}");
+    assert!(formatted.contains("[0, 1, 2]"), "{formatted}");
+    assert!(formatted.contains("[1, 9]"), "{formatted}");
+}
+
 /// Point queries by primary key are read directly (`sql::point`), without DataFusion, from pages
 /// the process keeps decoded (`table::page_cache`); their answers, schemas and parameter types
 /// must be DataFusion's for the same query. The reference is the query with `id + 0` and a

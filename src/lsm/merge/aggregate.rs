@@ -1,119 +1,12 @@
 //! Field aggregators of the `aggregation` merge engine (and of partial-update sequence groups):
 //! each folds one column's values of a key, and some can take values back out (retraction).
+//! Which function a column has, and whether its type allows it, is configuration
+//! ([`super::config::AggSpec`]); this module holds the accumulators and the engine's merge.
 
 use std::cmp::Ordering;
 
+use super::config::{AggFunction, AggSpec, MergeConfig};
 use crate::spec::binary_row::Datum;
-use crate::spec::{DataType, TypeRoot};
-
-/// An aggregate function by its Paimon name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AggFunction {
-    /// Primary-key columns: always the input.
-    PrimaryKey,
-    Sum,
-    Product,
-    Min,
-    Max,
-    LastValue,
-    LastNonNullValue,
-    FirstValue,
-    FirstNonNullValue,
-    ListAgg,
-    BoolAnd,
-    BoolOr,
-}
-
-impl AggFunction {
-    pub fn parse(name: &str) -> Result<Self, String> {
-        Ok(match name.trim() {
-            "sum" => Self::Sum,
-            "product" => Self::Product,
-            "min" => Self::Min,
-            "max" => Self::Max,
-            "last_value" => Self::LastValue,
-            "last_non_null_value" => Self::LastNonNullValue,
-            "first_value" => Self::FirstValue,
-            "first_non_null_value" | "first_not_null_value" => Self::FirstNonNullValue,
-            "listagg" => Self::ListAgg,
-            "bool_and" => Self::BoolAnd,
-            "bool_or" => Self::BoolOr,
-            "count" => return Err(
-                "aggregate function 'count' does not exist in Paimon (it was removed because it \
-                            cannot be retracted correctly); use 'sum' over a column of 1s"
-                    .into(),
-            ),
-            other => return Err(format!("unknown aggregate function '{other}'")),
-        })
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::PrimaryKey => "primary-key",
-            Self::Sum => "sum",
-            Self::Product => "product",
-            Self::Min => "min",
-            Self::Max => "max",
-            Self::LastValue => "last_value",
-            Self::LastNonNullValue => "last_non_null_value",
-            Self::FirstValue => "first_value",
-            Self::FirstNonNullValue => "first_non_null_value",
-            Self::ListAgg => "listagg",
-            Self::BoolAnd => "bool_and",
-            Self::BoolOr => "bool_or",
-        }
-    }
-}
-
-/// One column's aggregate function and its options.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AggSpec {
-    pub function: AggFunction,
-    /// `fields.<f>.ignore-retract`: retractions leave the value unchanged.
-    pub ignore_retract: bool,
-    /// `fields.<f>.list-agg-delimiter` (default `,`).
-    pub delimiter: String,
-    /// `fields.<f>.distinct` (listagg).
-    pub distinct: bool,
-}
-
-fn numeric(ty: &DataType) -> bool {
-    matches!(
-        ty.root,
-        TypeRoot::TinyInt
-            | TypeRoot::SmallInt
-            | TypeRoot::Int
-            | TypeRoot::BigInt
-            | TypeRoot::Float
-            | TypeRoot::Double
-            | TypeRoot::Decimal { .. }
-    )
-}
-
-impl AggSpec {
-    /// The type checks Paimon's aggregator factories make.
-    pub fn validate(&self, field: &str, ty: &DataType) -> Result<(), String> {
-        let t = ty.clone().with_nullable(true);
-        match self.function {
-            AggFunction::Sum if !numeric(ty) => {
-                Err(format!("Data type for sum column must be 'NumericType' but was '{t}'."))
-            }
-            AggFunction::Product if !numeric(ty) => {
-                Err(format!("Data type for product column must be 'NumericType' but was '{t}'."))
-            }
-            AggFunction::ListAgg if !super::config::MergeConfig::is_unbounded_string(ty) => Err(format!(
-                "Data type for list agg column '{field}' must be STRING (unbounded VARCHAR), but was '{t}'."
-            )),
-            AggFunction::BoolAnd if ty.root != TypeRoot::Boolean => {
-                Err(format!("Data type for bool and column must be 'BooleanType' but was '{t}'."))
-            }
-            AggFunction::BoolOr if ty.root != TypeRoot::Boolean => {
-                Err(format!("Data type for bool or column must be 'BooleanType' but was '{t}'."))
-            }
-            _ => Ok(()),
-        }
-    }
-}
 
 /// The accumulator of one column for one key.
 #[derive(Debug, Clone)]
@@ -386,7 +279,7 @@ fn arith(a: &Datum, b: &Datum, op: Op) -> Result<Datum, String> {
 /// The `aggregation` merge engine over one key's records (oldest first).
 pub(super) fn merge(
     g: &super::GroupInput<'_>,
-    config: &super::config::MergeConfig,
+    config: &MergeConfig,
 ) -> Result<super::Merged, String> {
     let n = config.types.len();
     let mut states: Vec<AggState> = (0..n).map(|_| AggState::new(Datum::Null)).collect();

@@ -14,8 +14,7 @@ mod ranked;
 mod sorted;
 pub mod stream;
 
-pub use aggregate::{AggFunction, AggSpec};
-pub use config::{MergeConfig, SequenceGroup};
+pub use config::{AggFunction, AggSpec, MergeConfig, SequenceGroup};
 pub use sorted::merge_sorted_slices;
 
 use std::sync::Arc;

@@ -4,6 +4,10 @@
 //! by DataFusion too); without them every retained snapshot up to the latest at planning is read.
 //! Like any SQL result, the row order is only guaranteed with `ORDER BY _snapshot_id`, which the
 //! scan satisfies without sorting (each snapshot's rows keep their changelog order).
+//!
+//! This is the SQL face of a table's changes only: reading one snapshot's changes is
+//! `table::changelog`, producing them at compaction `lsm::changelog`, and streaming them to
+//! subscribers `server::changelog`.
 
 use std::sync::Arc;
 
@@ -22,8 +26,9 @@ use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::stream::{self, StreamExt};
 
-use super::provider::{column_op_literal, df_err, split_and};
 use crate::error::Result;
+use crate::sql::error::df_err;
+use crate::sql::expr::{column_op_literal, split_and};
 use crate::table::changelog::{ChangelogReader, ROW_KIND_COLUMN};
 use crate::table::Table;
 
