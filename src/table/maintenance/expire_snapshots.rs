@@ -324,3 +324,61 @@ impl Table {
         Ok((end > earliest).then_some(end))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_arguments_override_the_table_retention_and_are_never_clamped() {
+        let base = Retention {
+            min_retained: 10,
+            max_retained: 100,
+            time_retained_millis: 3_600_000,
+            expire_limit: 50,
+        };
+        assert_eq!(ExpireSnapshots::default().retention(base).unwrap(), base);
+        let r = ExpireSnapshots {
+            retain_max: Some(20),
+            retain_min: Some(2),
+            older_than: Some("30 min".into()),
+            max_deletes: Some(5),
+        }
+        .retention(base)
+        .unwrap();
+        assert_eq!(
+            r,
+            Retention {
+                min_retained: 2,
+                max_retained: 20,
+                time_retained_millis: 1_800_000,
+                expire_limit: 5,
+            }
+        );
+        let err = |e: ExpireSnapshots| e.retention(base).unwrap_err().to_string();
+        let zero_max = ExpireSnapshots {
+            retain_max: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(err(zero_max), "retain_max must be at least 1 (got 0)");
+        let zero_min = ExpireSnapshots {
+            retain_min: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(err(zero_min), "retain_min must be at least 1 (got 0)");
+        // retain_max 5 with the table's retain_min of 10.
+        let below = ExpireSnapshots {
+            retain_max: Some(5),
+            ..Default::default()
+        };
+        assert_eq!(
+            err(below),
+            "retain_max (5) must not be below retain_min (10)"
+        );
+        let bad_age = ExpireSnapshots {
+            older_than: Some("soon".into()),
+            ..Default::default()
+        };
+        assert!(err(bad_age).contains("invalid duration 'soon'"));
+    }
+}
