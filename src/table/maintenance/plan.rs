@@ -167,7 +167,8 @@ impl Plan {
                 Step::ForgetHint(dir) => io.forget_hint(dir),
             }
             record(&mut report, step);
-            op.advance(u64::from(matches!(step, Step::DeleteFile { .. })), bytes);
+            // Every step but forgetting a cached hint writes or deletes one file.
+            op.advance(u64::from(!matches!(step, Step::ForgetHint(_))), bytes);
         }
         Ok(report)
     }
