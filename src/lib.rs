@@ -9,7 +9,7 @@
 //!               providers' JWTs; tenant.rs: each tenant's catalog, limits and registries)
 //!    ├ Flight SQL   service.rs dispatches; flight_sql/ (statements, tickets, encoding, bulk
 //!    │              ingest), metadata; one Status mapping (status.rs), IPC checks (ipc.rs)
-//!    ├ plain Flight changelog subscriptions (changelog.rs), streaming writes (streaming.rs),
+//!    ├ plain Flight changelog subscriptions (subscription.rs), streaming writes (streaming.rs),
 //!    │              admin actions (admin.rs: maintenance requests, tracked operations)
 //!    ├ REST         rest/: Paimon's REST catalog over HTTP (dispatch.rs routes by resource)
 //!    └ HTTP         Prometheus metrics; audit lines for every door (audit.rs)
@@ -18,7 +18,7 @@
 //!  catalog/     databases and tables of a warehouse
 //!  table/       write/ (conform, route, one BucketWriter per bucket) · commit/ (the one publish,
 //!               a retry loop over pure deciders; CommitMessage is its input) · scan planning
-//!               (pure pruning) · merged read · changelog reads and subscriptions ·
+//!               (pure pruning) · merged read · changes.rs: each snapshot's changes and subscriptions ·
 //!               maintenance/: one Request per operation for every door, each deleting
 //!               operation a pure plan run by one executor
 //!  lsm/         per-bucket sorted write buffer, Levels, merge engines (sync, no IO)

@@ -414,7 +414,7 @@ async fn run(args: Args) -> cli::Result<()> {
             columns,
             format,
         } => {
-            use tidelake::table::changelog::{ChangeEvent, StartMode, StreamOptions, Subscription};
+            use tidelake::table::changes::{ChangeEvent, StartMode, StreamOptions, Subscription};
             let catalog = open()?;
             let t = catalog.load_table(&Identifier::parse(&table)?).await?;
             let opts = StreamOptions {

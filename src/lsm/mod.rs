@@ -5,7 +5,6 @@
 //! Batches here are in the data-file layout of primary-key tables:
 //! `[_KEY_k1..kn][_SEQUENCE_NUMBER][_VALUE_KIND][value columns...]`.
 
-pub mod changelog;
 pub mod compaction;
 pub mod levels;
 pub mod merge;

@@ -28,7 +28,6 @@ pub mod admin;
 pub mod audit;
 pub mod auth;
 pub mod call;
-pub mod changelog;
 pub mod flight_sql;
 pub mod gate;
 pub mod ipc;
@@ -41,6 +40,7 @@ pub mod service;
 pub mod session;
 pub mod status;
 pub mod streaming;
+pub mod subscription;
 pub mod tenant;
 pub mod tls;
 

@@ -3,7 +3,7 @@
 //! was sent and matches it to the handler that serves it, so where a call lands is read here.
 //!
 //! ```text
-//!  DoGet      ChangelogTicket              -> changelog::subscribe (a subscription, no deadline)
+//!  DoGet      ChangelogTicket              -> subscription::subscribe (no deadline)
 //!             TicketStatementQuery, CommandPreparedStatementQuery, CommandGet*
 //!                                          -> flight_sql::do_get_* (a statement, deadline)
 //!  DoPut      tidelake.StreamingWrite      -> streaming::serve (gives its slot back once open)
@@ -43,11 +43,11 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::Authenticator;
 use super::call::{self, holding, AdmissionPermit, Call, MintedToken, Responses, Shutdown};
-use super::changelog::{self, ChangelogTicket};
 use super::flight_sql::TidelakeFlightSql;
 use super::ipc::FlightDataIn;
 use super::principal::Principal;
 use super::status::{bounded, status, to_status};
+use super::subscription::{self, ChangelogTicket};
 use super::{admin, session, streaming};
 use crate::runtime::{with_deadline, Panicked, WorkPool};
 
@@ -80,7 +80,7 @@ enum Get {
 
 impl Get {
     fn of(ticket: &[u8]) -> Result<Self, Status> {
-        if let Some(t) = changelog::parse_ticket(ticket) {
+        if let Some(t) = subscription::parse_ticket(ticket) {
             return t.map(Get::Subscribe).map_err(bounded);
         }
         Ok(Get::Sql(flight_sql_command(ticket, "ticket")?))
@@ -278,7 +278,7 @@ impl TidelakeService {
         let stream = self
             .on_work_stream(None, None, async move {
                 let catalog = tenant.engine.catalog();
-                let stream = changelog::subscribe(catalog, &database, ticket).await?;
+                let stream = subscription::subscribe(catalog, &database, ticket).await?;
                 Ok(Box::pin(stream) as Responses<FlightData>)
             })
             .await?;

@@ -7,7 +7,7 @@
 
 pub(crate) mod avro_file;
 pub mod branch;
-pub mod changelog;
+pub mod changes;
 pub mod commit;
 pub mod compact;
 pub mod data_file;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use serde_json::Value;
-use tidelake::table::changelog::{ChangeEvent, StartMode, StreamOptions, Subscription};
+use tidelake::table::changes::{ChangeEvent, StartMode, StreamOptions, Subscription};
 use tidelake::table::{SnapshotSelector, WriteOptions};
 use tidelake::Table;
 

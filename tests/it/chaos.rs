@@ -482,9 +482,8 @@ async fn run_chaos(seed: u64, steps: usize) -> (u64, usize, usize) {
                     .ok()
                     .flatten()
                     .unwrap_or(latest);
-                let _ =
-                    tidelake::table::changelog::collect_range(table.clone(), None, from, latest)
-                        .await;
+                let _ = tidelake::table::changes::collect_range(table.clone(), None, from, latest)
+                    .await;
             }
         }
         // A read through the faulty store fails or returns the truth, never something else.

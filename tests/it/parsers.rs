@@ -215,7 +215,7 @@ proptest! {
 
     #[test]
     fn tickets_and_commands_take_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        let _ = tidelake::server::changelog::parse_ticket(&bytes);
+        let _ = tidelake::server::subscription::parse_ticket(&bytes);
         let any = arrow_flight::sql::Any {
             type_url: tidelake::server::streaming::TYPE_URL.to_string(),
             value: bytes.clone().into(),
@@ -226,7 +226,7 @@ proptest! {
             value: bytes.clone().into(),
         }
         .encode_to_vec();
-        let _ = tidelake::server::changelog::parse_ticket(&wrapped);
+        let _ = tidelake::server::subscription::parse_ticket(&wrapped);
         let _ = tidelake_client::proto::WritePosition::decode(bytes.as_slice());
         let _ = arrow_flight::sql::Any::decode(bytes.as_slice()).map(arrow_flight::sql::Command::try_from);
         let owner = tidelake::server::seal::Owner { tenant: "t", issuer: "i", subject: "s" };

@@ -1,6 +1,8 @@
-//! Choosing what to compact in one bucket: Paimon's universal compaction over sorted runs, as pure
-//! functions of the runs' levels and sizes (no IO; the caller rewrites the files).
+//! Compaction of one bucket, as pure functions (no IO; the caller rewrites the files): choosing
+//! what to compact, Paimon's universal compaction over sorted runs ([`picker`]), and the changelog
+//! a compaction produces for the `lookup` and `full-compaction` producers ([`changelog`]).
 
+pub mod changelog;
 pub mod picker;
 
 pub use picker::{pick, pick_full, CompactUnit, PickerOptions, RunSize};

@@ -6,8 +6,9 @@
 //! scan satisfies without sorting (each snapshot's rows keep their changelog order).
 //!
 //! This is the SQL face of a table's changes only: reading one snapshot's changes is
-//! `table::changelog`, producing them at compaction `lsm::changelog`, and streaming them to
-//! subscribers `server::changelog`.
+//! `table::changes`, producing them at compaction `lsm::compaction::changelog`, and streaming
+//! them to subscribers `server::subscription`; expiring long-lived changelogs is
+//! `table::maintenance::expire_changelogs`.
 
 use std::sync::Arc;
 
@@ -29,7 +30,7 @@ use futures::stream::{self, StreamExt};
 use crate::error::Result;
 use crate::sql::error::df_err;
 use crate::sql::expr::{column_op_literal, split_and};
-use crate::table::changelog::{ChangelogReader, ROW_KIND_COLUMN};
+use crate::table::changes::{ChangelogReader, ROW_KIND_COLUMN};
 use crate::table::Table;
 
 /// Name of the snapshot-id column of `$changelog`.

@@ -779,7 +779,7 @@ async fn after_publish(table: &Table, id: i64, kind: CommitKind) {
         .inc();
     let sm = table.snapshot_manager();
     sm.write_latest_hint(id).await;
-    super::changelog::notify_commit();
+    super::changes::notify_commit();
     if id == 1 {
         sm.write_earliest_hint(1).await;
     }

@@ -26,7 +26,7 @@ use super::lookup::{self, LookupSource};
 use super::progress::Operation;
 use super::Table;
 use crate::error::{InternalSnafu, Result};
-use crate::lsm::changelog::chunk_changelog;
+use crate::lsm::compaction::changelog::chunk_changelog;
 use crate::lsm::compaction::{pick, pick_full, PickerOptions, RunSize};
 use crate::lsm::levels::{sorted_runs, LevelSortedRun};
 use crate::lsm::merge::stream::{stream_chunks, RunStream};

@@ -234,6 +234,6 @@ fn after_change(operation: &'static str, moves_history: bool) {
         .get_or_create(&[("operation", operation)])
         .inc();
     if moves_history {
-        super::changelog::notify_commit();
+        super::changes::notify_commit();
     }
 }

@@ -16,8 +16,8 @@ use arrow::compute::interleave;
 use arrow::row::{RowConverter, Rows, SortField};
 use snafu::ResultExt;
 
-use super::merge::{merge_runs, MergeSpec};
 use crate::error::{ArrowSnafu, Result};
+use crate::lsm::merge::{merge_runs, MergeSpec};
 use crate::spec::RowKind;
 
 /// Encodes columns `cols` of `batch` as comparable rows.

@@ -23,7 +23,7 @@ use tonic::Status;
 
 use super::status::{invalid, to_status};
 use crate::catalog::{Catalog, Identifier};
-use crate::table::changelog::{self, ChangeEvent, StreamOptions, Subscription};
+use crate::table::changes::{self, ChangeEvent, StreamOptions, Subscription};
 
 // The messages of `proto/tidelake.proto`, generated once in the Rust client crate.
 pub use tidelake_client::{
@@ -47,7 +47,7 @@ pub fn parse_ticket(bytes: &[u8]) -> Option<Result<ChangelogTicket, Status>> {
 
 /// The library's stream options for a ticket.
 fn stream_options(t: &ChangelogTicket) -> Result<StreamOptions, Status> {
-    use changelog::StartMode as S;
+    use changes::StartMode as S;
     let mode = StartMode::try_from(t.start)
         .map_err(|_| invalid(format!("unknown start mode {}", t.start)))?;
     let start = match mode {
