@@ -190,13 +190,7 @@ impl Maintenance {
                     delete_all,
                 });
                 let (id, outcome) = maintain(&catalog, &table, request).await?;
-                let report = outcome.cleanup();
-                println!(
-                    "expired {} changelog(s) {:?} of {id}, {}",
-                    report.snapshots.len(),
-                    report.snapshots,
-                    deleted_files(&report, "changelog")
-                );
+                println!("{}", expired(&id, &outcome.cleanup(), "changelog"));
             }
             Maintenance::Expire {
                 table,
@@ -212,13 +206,7 @@ impl Maintenance {
                     max_deletes,
                 });
                 let (id, outcome) = maintain(&catalog, &table, request).await?;
-                let report = outcome.cleanup();
-                println!(
-                    "expired {} snapshot(s) {:?} of {id}, {}",
-                    report.snapshots.len(),
-                    report.snapshots,
-                    deleted_files(&report, "snapshot")
-                );
+                println!("{}", expired(&id, &outcome.cleanup(), "snapshot"));
             }
             Maintenance::Tag { action } => match action {
                 TagAction::Create {
@@ -331,12 +319,17 @@ impl Maintenance {
     }
 }
 
-/// What an expiry deleted, counted as its progress bar counts (each expired snapshot or changelog
-/// is a file too).
-fn deleted_files(report: &tidelake::table::maintenance::CleanupReport, kind: &str) -> String {
+/// What an expiry of `kind` (snapshot or changelog) did to table `id`, counted as its progress
+/// bar counts (each expired snapshot or changelog is a file too).
+fn expired(
+    id: &Identifier,
+    report: &tidelake::table::maintenance::CleanupReport,
+    kind: &str,
+) -> String {
     let (entries, others) = (report.snapshots.len(), report.files.len());
     format!(
-        "deleted {} file(s): {entries} {kind} file(s) and {others} data, changelog or manifest file(s)",
+        "expired {entries} {kind}(s) {:?} of {id}, deleted {} file(s): {entries} {kind} file(s) and {others} data, changelog or manifest file(s)",
+        report.snapshots,
         entries + others
     )
 }

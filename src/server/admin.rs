@@ -9,7 +9,7 @@
 //! ending its call cancels them, and with `report_progress` the call streams their progress.
 //!
 //! This module owns the action messages' decoding, the role each action needs, and the running
-//! of one action; the dispatcher ([`super::service`]) hands it every `tidelake.*` action.
+//! of one action; the dispatcher (`super::service`) hands it every `tidelake.*` action.
 
 use crate::error::ErrorKind;
 use std::sync::Arc;
@@ -222,7 +222,7 @@ async fn tags(table: &Table) -> Result<Vec<u8>, Status> {
     .encode_to_vec())
 }
 
-/// A table's summary ([`crate::table::maintenance::summary`]) as the `TableInfo` message.
+/// A table's summary (`crate::table::maintenance::summary`) as the `TableInfo` message.
 pub async fn table_info(table: &Table) -> crate::error::Result<TableInfo> {
     let s = crate::table::maintenance::summary(table).await?;
     Ok(TableInfo {

@@ -7,8 +7,8 @@
 //!  service (dispatch) ──► Call { principal, note, shutdown } + AdmissionPermit ──► handler
 //! ```
 //!
-//! The gate ([`super::gate`]) resolves the principal and opens the audit note; the dispatcher
-//! ([`super::service`]) turns them into a [`Call`] with [`Call::begin`], which needs the server's
+//! The gate (`super::gate`) resolves the principal and opens the audit note; the dispatcher
+//! (`super::service`) turns them into a [`Call`] with [`Call::begin`], which needs the server's
 //! [`Shutdown`]: a call without one cannot be made (a compile error, not a default), so a long
 //! stream (a subscription, a streaming write) always ends when the server stops. Handlers get
 //! the `Call` as an argument; none reads request extensions.

@@ -2,14 +2,14 @@
 //! the request headers before any body is read (a refused call never costs a DoPut decode), puts
 //! it into the request's extensions with the call's audit note (and the minted token of a call
 //! that came with a password), from which the dispatcher makes the call's context
-//! ([`super::call`]), and adds the minted token to the response.
+//! (`super::call`), and adds the minted token to the response.
 //!
 //! A Handshake without an `authorization` header passes through: its credentials are in the
 //! payload, which the service checks.
 //!
 //! Health checks (`grpc.health.v1`) pass without credentials and without an audit line.
 //!
-//! The gate also writes each call's audit line ([`super::audit`]): at once for a refused call,
+//! The gate also writes each call's audit line (`super::audit`): at once for a refused call,
 //! else when the response body ends (the gRPC status is read from its trailers, or from the
 //! headers of a trailers-only answer) or is dropped (CANCELLED).
 

@@ -1,5 +1,5 @@
 //! `[metrics] listen`: the Prometheus scrape endpoint, `GET /metrics` on its own HTTP port (axum
-//! on the server's runtime), serving [`crate::metrics`] as OpenMetrics text. Anything else is 404.
+//! on the server's runtime), serving `crate::metrics` as OpenMetrics text. Anything else is 404.
 //! It carries no table data and takes no credentials, so it belongs on an address only the
 //! monitoring network reaches (the default in the docs is loopback).
 

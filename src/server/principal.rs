@@ -1,5 +1,5 @@
 //! Who a call belongs to: the [`Principal`] `{tenant, subject, issuer, role}` that the
-//! authenticator ([`super::auth`]) resolves from a call's credentials and every door (Flight,
+//! authenticator (`super::auth`) resolves from a call's credentials and every door (Flight,
 //! REST) acts for. Plain data over the tenant it reaches; it knows nothing of how it was
 //! resolved, so the audit log, the per-call context and the doors depend on it without depending
 //! on authentication.

@@ -1,4 +1,4 @@
-//! The Flight service tonic serves, behind the gate ([`super::gate`]) that resolved each call's
+//! The Flight service tonic serves, behind the gate (`super::gate`) that resolved each call's
 //! principal, and the one place every request kind is dispatched from: each RPC decodes what it
 //! was sent and matches it to the handler that serves it, so where a call lands is read here.
 //!

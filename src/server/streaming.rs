@@ -6,7 +6,7 @@
 //!
 //! This module owns the protocol's state machine ([`Stream`]) and the pure deciders it runs on
 //! ([`commit_due`], [`check_position`], [`next_identifier`]). The one-stream-per-(table, commit
-//! user) places are the tenant's registry ([`super::tenant::streams`]); fencing across servers is
+//! user) places are the tenant's registry (`super::tenant::streams`); fencing across servers is
 //! the committer's ([`crate::table::TableCommit::commit_fenced`]).
 
 use std::sync::Arc;

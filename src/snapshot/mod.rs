@@ -136,21 +136,23 @@ impl SnapshotManager {
         Ok(Some((id, version)))
     }
 
-    /// What the `EARLIEST` hint says, unverified (`None`: no hint, or not an id).
-    pub async fn earliest_hint(&self) -> Result<Option<i64>> {
-        self.read_hint("EARLIEST").await
-    }
-
     /// The oldest snapshot id still present.
     pub async fn earliest_id(&self) -> Result<Option<i64>> {
-        if let Some(hint) = self.read_hint("EARLIEST").await? {
+        Ok(self.earliest_and_hint().await?.0)
+    }
+
+    /// The oldest snapshot id still present, and what the `EARLIEST` hint says (unverified), from
+    /// one read of the hint.
+    pub async fn earliest_and_hint(&self) -> Result<(Option<i64>, Option<i64>)> {
+        let hint = self.read_hint("EARLIEST").await?;
+        if let Some(hint) = hint {
             if self.io.exists(&self.snapshot_path(hint)).await?
                 && (hint == 1 || !self.io.exists(&self.snapshot_path(hint - 1)).await?)
             {
-                return Ok(Some(hint));
+                return Ok((Some(hint), Some(hint)));
             }
         }
-        Ok(self.list_ids().await?.first().copied())
+        Ok((self.list_ids().await?.first().copied(), hint))
     }
 
     /// The newest snapshot. Its file is read under the version the probes saw, so a snapshot id

@@ -21,7 +21,7 @@
 //! own change, all in one schema version.
 //!
 //! Flink's `SET (...)` / `RESET (...)` and Spark's `UNSET TBLPROPERTIES` reach this module already
-//! rewritten by the parser ([`super::dialect`]).
+//! rewritten by the parser (`super::dialect`).
 
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, MySQLColumnPosition,

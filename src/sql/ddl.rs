@@ -1,7 +1,7 @@
 //! `CREATE` and `DROP`: tables (a `CREATE TABLE` becomes a [`TableDefinition`]: columns with
 //! their Paimon types, keys, partitioning, options and comments), databases and schemas. Also the
 //! readers of SQL column types and `'key' = 'value'` option lists, which ALTER TABLE shares
-//! ([`super::alter`]). Every change goes through the catalog, which owns what is written (a
+//! (`super::alter`). Every change goes through the catalog, which owns what is written (a
 //! table's first schema file, a database's directory); here the statements are only read and
 //! checked.
 

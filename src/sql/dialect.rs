@@ -5,7 +5,7 @@
 //! Spellings of other engines that the parser does not know are rewritten into ones it does
 //! before parsing: Flink's and Spark's option statements (`ALTER TABLE t SET (...)`,
 //! `RESET (...)`, `UNSET TBLPROPERTIES`) and Paimon's `ROW<..>` type. Every statement passes the
-//! size and shape limits of [`super::limits`] here, before anything plans it.
+//! size and shape limits of `super::limits` here, before anything plans it.
 
 use std::any::TypeId;
 use std::ops::ControlFlow;
@@ -215,7 +215,7 @@ pub(crate) fn parse_one(sql: &str) -> Result<DFStatement> {
     Ok(stmt)
 }
 
-/// The statement limits of [`super::limits`], on the statement an EXPLAIN wraps too.
+/// The statement limits of `super::limits`, on the statement an EXPLAIN wraps too.
 fn check_limits(stmt: &DFStatement) -> Result<()> {
     match stmt {
         DFStatement::Statement(s) => super::limits::check_shape(s),

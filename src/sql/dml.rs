@@ -2,8 +2,8 @@
 //! `UPDATE` and `DELETE`, written as `-U`/`+U`/`-D` rows through the table's merge engine. Each
 //! statement is one atomic commit; on any error nothing is committed and the files already
 //! written are removed. UPDATE and DELETE find their rows with a query built from their own
-//! statement tree (never from SQL text). `CREATE` and `DROP` are in [`super::ddl`], `ALTER` in
-//! [`super::alter`], `CALL` in [`super::call`].
+//! statement tree (never from SQL text). `CREATE` and `DROP` are in `super::ddl`, `ALTER` in
+//! `super::alter`, `CALL` in `super::call`.
 
 use std::sync::Arc;
 

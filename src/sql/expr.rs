@@ -1,8 +1,8 @@
 //! Reading DataFusion's logical expressions where tidelake acts on them: a filter's AND
 //! conjuncts, comparisons of a column with a literal, and literals as Paimon datums. The table
-//! scan turns these into partition, bucket and key-range pushdown ([`super::provider`]),
-//! `$changelog` into snapshot bounds ([`super::system::changelog`]), point queries into key
-//! lookups ([`super::point`]) and INSERT into static partition values ([`super::dml`]). Pure
+//! scan turns these into partition, bucket and key-range pushdown (`super::provider`),
+//! `$changelog` into snapshot bounds (`super::system::changelog`), point queries into key
+//! lookups (`super::point`) and INSERT into static partition values (`super::dml`). Pure
 //! functions over borrowed expressions; what they do not recognise they leave to DataFusion.
 
 use arrow::array::Array;

@@ -6,7 +6,7 @@
 //! Scans push projection, limit, partition equalities and primary-key ranges into the table scan;
 //! every filter is also re-applied above the scan (pushdown is `Inexact` here). In the physical
 //! plan the scan then takes the comparisons of a column with a literal and applies them itself
-//! ([`super::scan_filter`]), so only the rest stays in DataFusion's filter.
+//! (`super::scan_filter`), so only the rest stays in DataFusion's filter.
 
 use std::sync::Arc;
 

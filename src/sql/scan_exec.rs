@@ -2,7 +2,7 @@
 //! streamed [`TableRead`]. It also takes the dynamic filters the operators above it publish
 //! (DataFusion's TopK bar for `ORDER BY … LIMIT n`) and hands them to the read as a row
 //! predicate, so a row that cannot make the answer costs the decoding of the filter's columns
-//! only (late materialization, [`crate::table::row_filter`]).
+//! only (late materialization, `crate::table::row_filter`).
 
 use std::sync::Arc;
 

@@ -303,7 +303,7 @@ impl Issuer {
         &self.algorithms
     }
 
-    /// The identity in `token` (whose `header` [`super::token::check_header`] has passed).
+    /// The identity in `token` (whose `header` `super::token::check_header` has passed).
     pub fn verify(&self, token: &str, header: &Header) -> std::result::Result<Identity, Refusal> {
         if !self.algorithms.contains(&header.alg) {
             return Err(Refusal::new("algorithm not allowed for this issuer"));

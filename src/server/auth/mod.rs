@@ -9,7 +9,7 @@
 //! - Session options (the current database) are the only per-token state, kept per server in a
 //!   bounded map keyed by a hash of the token; a session a server never saw starts in `default`.
 //!
-//! The gate ([`super::gate`]) calls [`Authenticator::resolve`] once per RPC, before the request
+//! The gate (`super::gate`) calls [`Authenticator::resolve`] once per RPC, before the request
 //! body is read; the REST catalog once per request. Refusals are the crate's errors
 //! (Unauthenticated, or PermissionDenied for a tenant not served here), which each door maps to
 //! its protocol once (`server/status.rs` for gRPC, the REST catalog's `RestError`). This module

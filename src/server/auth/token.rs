@@ -10,7 +10,7 @@
 //! A minted token is valid up to its `exp`, to the second, and not after: there is no leeway
 //! (the servers of one deployment share the key and their clocks; a skew only shortens a
 //! token's life on the server whose clock is ahead). Identity providers' tokens have their
-//! issuer's `leeway_seconds` ([`super::issuer`]).
+//! issuer's `leeway_seconds` (`super::issuer`).
 
 use hmac::{KeyInit, Mac};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};

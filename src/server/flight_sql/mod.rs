@@ -1,7 +1,7 @@
 //! The Flight SQL handlers: statements, prepared statements, metadata calls and bulk ingest,
 //! thin adapters over [`SqlEngine`] and the catalog, one method per Flight SQL command (named
 //! after the command and its RPC, e.g. `do_put_statement_update`). The dispatcher
-//! ([`super::service`]) decodes each request, matches its command and calls the handler with
+//! (`super::service`) decodes each request, matches its command and calls the handler with
 //! the call's context ([`Call`]: principal, audit note); no handler reads request extensions.
 //!
 //! Tickets and prepared-statement handles are self-contained (SQL, bound parameters, owner), so
@@ -286,7 +286,7 @@ impl TidelakeFlightSql {
     }
 }
 
-/// The handlers, one per Flight SQL command, each called by the dispatcher ([`super::service`])
+/// The handlers, one per Flight SQL command, each called by the dispatcher (`super::service`)
 /// with the call's context; named after the command and the RPC it arrives with.
 impl TidelakeFlightSql {
     pub(crate) async fn get_flight_info_statement(
@@ -567,7 +567,7 @@ impl TidelakeFlightSql {
 /// What arrow-flight's own Flight SQL layer still answers for the dispatcher: ListActions (the
 /// Flight SQL actions, then tidelake's) and the Flight SQL actions tidelake does not implement
 /// (transactions, savepoints, Substrait plans, CancelQuery: Unimplemented). Every command the
-/// server serves is dispatched by [`super::service`] to the handlers above, never through this
+/// server serves is dispatched by `super::service` to the handlers above, never through this
 /// trait's defaults.
 #[tonic::async_trait]
 impl FlightSqlService for TidelakeFlightSql {

@@ -1,5 +1,5 @@
 //! Statement tickets and prepared-statement handles: self-contained (SQL, bound parameters, the
-//! count of an update already run) and sealed for their principal ([`crate::server::seal`]), so
+//! count of an update already run) and sealed for their principal (`crate::server::seal`), so
 //! any server of the deployment serves them without statement state.
 
 use super::*;

@@ -1,6 +1,6 @@
 //! Snapshots and commits of the REST catalog: `GET …/snapshot` answers the latest snapshot file,
 //! `POST …/commit` stores a snapshot a client wrote the files of, once it is validated, through
-//! the commit module's one publish ([`crate::table::commit::publish_written`]: the same
+//! the commit module's one publish (`crate::table::commit::publish_written`: the same
 //! write-if-absent, read-back and after-publish effects as Flight's commits).
 
 use axum::response::Response;

@@ -1,7 +1,7 @@
 //! The REST catalog's one routing table: every (method, resource) the catalog serves, and the
-//! handler it lands in, in one match. The handlers live by resource: [`super::catalog`] (config,
-//! databases), [`super::tables`], [`super::commit`] (snapshots and commits),
-//! [`super::history`] (tags, rollback, branches) and [`super::data`] (data tokens, partitions).
+//! handler it lands in, in one match. The handlers live by resource: `super::catalog` (config,
+//! databases), `super::tables`, `super::commit` (snapshots and commits),
+//! `super::history` (tags, rollback, branches) and `super::data` (data tokens, partitions).
 
 use axum::http::Method;
 use axum::response::Response;

@@ -2,7 +2,7 @@
 //! of one commit user into one table is refused while the first lives (the first may hold rows it
 //! has not acknowledged yet; fencing it would lose nothing durable but would surprise it). Each
 //! tenant owns one registry ([`super::Tenant::writers`]); the streaming-write door
-//! ([`crate::server::streaming`]) takes a place for each stream it opens.
+//! (`crate::server::streaming`) takes a place for each stream it opens.
 //!
 //! Fencing across servers is the committer's ([`crate::table::TableCommit::commit_fenced`]).
 

@@ -288,7 +288,8 @@ impl TableCommit {
                 self.table.changelog_retention(),
             ) {
                 let op = super::progress::Operation::new();
-                let expiry = super::maintenance::ChangelogExpiry::Retain(retention);
+                let expiry =
+                    super::maintenance::expire_changelogs::ChangelogExpiry::Retain(retention);
                 if let Err(e) = self.table.expire_changelogs_with(expiry, &op).await {
                     tracing::warn!(table = %self.table.identifier(), error = %e, "changelog expiry failed");
                 }

@@ -240,13 +240,13 @@ impl Table {
             None => self.retention()?,
         };
         let sm = self.snapshot_manager();
-        let (Some(earliest), Some(latest)) = (sm.earliest_id().await?, sm.latest_id().await?)
-        else {
+        let (earliest, hint) = sm.earliest_and_hint().await?;
+        let (Some(earliest), Some(latest)) = (earliest, sm.latest_id().await?) else {
             return Ok(None);
         };
         // A hint below the earliest snapshot: an earlier run stopped before it finished (only a
         // hint that is there counts: a branch's or a fast-forwarded table's may be missing).
-        let unfinished = sm.earliest_hint().await?.is_some_and(|h| h < earliest);
+        let unfinished = hint.is_some_and(|h| h < earliest);
         let end = match self
             .expiry_end(&retention, earliest, latest, op, &what)
             .await?
