@@ -165,6 +165,61 @@ async fn rollback_restores_an_old_state_and_writing_goes_on() {
 }
 
 #[tokio::test]
+async fn a_tag_restored_after_its_snapshot_expired_reads_and_leaves_no_orphan_error() {
+    // The tag's snapshot names a changelog list; expiry took it (a tag holds no changelog), so
+    // the snapshot the rollback publishes again names a list that is gone.
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.t",
+            "id INT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "1"),
+                ("changelog-producer", "input"),
+                ("snapshot.num-retained.min", "1"),
+                ("snapshot.num-retained.max", "1"),
+                ("snapshot.time-retained", "0 ms"),
+            ],
+        )
+        .await;
+    commit_rows(&t, 0).await;
+    commit_rows(&t, 1).await;
+    let tagged = t.create_tag("old", None).await.unwrap();
+    assert!(tagged.changelog_manifest_list.is_some());
+    let at_tag = read_rows(&t, None).await;
+    for c in 2..5 {
+        commit_rows(&t, c).await;
+    }
+    let sm = t.snapshot_manager();
+    assert!(
+        sm.try_snapshot(tagged.id).await.unwrap().is_none(),
+        "expired"
+    );
+    t.rollback_to(RollbackTarget::Tag("old".into()))
+        .await
+        .unwrap();
+    assert_eq!(sm.list_ids().await.unwrap(), vec![tagged.id]);
+    let list = tagged.changelog_manifest_list.as_ref().unwrap();
+    let gone = std::path::Path::new(s.path()).join(format!("db.db/t/manifest/{list}"));
+    assert!(
+        !gone.exists(),
+        "{gone:?} went with the snapshot's first life"
+    );
+    assert_eq!(read_rows(&t, None).await, at_tag);
+    assert_eq!(leaked(&t).await, Vec::<String>::new());
+    t.remove_orphan_files(i64::MAX, false).await.unwrap();
+    assert_eq!(read_rows(&t, None).await, at_tag);
+    commit_rows(&t, 7).await;
+    assert_eq!(leaked(&t).await, Vec::<String>::new());
+    assert_eq!(
+        paimon_rows(s.path(), "db.t", None),
+        read_rows(&t, None).await
+    );
+}
+
+#[tokio::test]
 async fn orphan_removal_cleans_up_after_a_crashed_writer() {
     let s = Scratch::new();
     let t = s

@@ -174,10 +174,15 @@ impl Table {
         for l in &lists {
             op.check(&what)?;
             op.advance(0, 0);
-            if changelog_lists.contains(l) && !self.io().exists(&mm.path(l)).await? {
-                continue;
-            }
-            for m in mm.read_manifest_list(l).await? {
+            let metas = match mm.read_manifest_list(l).await {
+                Ok(metas) => metas,
+                // A changelog list that is gone names nothing (see `referenced_snapshots`).
+                Err(e) if e.kind() == ErrorKind::NotFound && changelog_lists.contains(l) => {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            for m in metas {
                 if used.manifests.insert(m.file_name.clone()) {
                     manifests.push(m.file_name);
                 }
@@ -206,8 +211,10 @@ impl Table {
     }
 
     /// The snapshots of this handle's branch that hold files: every snapshot up to the latest,
-    /// its tags (without their changelog), and its long-lived changelogs (whose data lists may be
-    /// gone: their names go into `changelog_lists`).
+    /// its tags (without their changelog), and its long-lived changelogs. The lists that may be
+    /// gone go into `changelog_lists`: every snapshot's changelog list (a snapshot restored from
+    /// a tag names one that went when it first expired, as Paimon's `OrphanFilesClean` allows),
+    /// and a long-lived changelog's data lists (they went with its snapshot).
     async fn referenced_snapshots(
         &self,
         snapshots: &mut Vec<Snapshot>,
@@ -226,7 +233,12 @@ impl Table {
         };
         for id in ids {
             match sm.try_snapshot(id).await {
-                Ok(Some(s)) => snapshots.push(s),
+                Ok(Some(s)) => {
+                    // A snapshot a rollback published again from a tag names the changelog list
+                    // its first life had, which expiry took (a tag does not keep it).
+                    changelog_lists.extend(s.changelog_manifest_list.clone());
+                    snapshots.push(s);
+                }
                 Ok(None) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
