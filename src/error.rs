@@ -293,6 +293,86 @@ pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> Error {
     .build()
 }
 
+/// Bytes that do not follow their format, as a decoder that does not know which file it reads
+/// finds them. It has one class: the caller names the file ([`Malformed::at`]) and it becomes
+/// [`Error::Corrupt`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed(pub String);
+
+impl Malformed {
+    /// The [`Error::Corrupt`] of the file at `path`; the location is the caller's.
+    #[track_caller]
+    pub fn at(self, path: impl Into<String>) -> Error {
+        CorruptSnafu {
+            path: path.into(),
+            message: self.0,
+        }
+        .build()
+    }
+}
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Malformed {
+    /// The same fault, said of `what` (a part of the file: an entry, a partition).
+    pub fn within(self, what: impl std::fmt::Display) -> Self {
+        Malformed(format!("{what}: {}", self.0))
+    }
+}
+
+/// The request's mistake, as a check that does not know whose request it is finds it. It has one
+/// class: the caller names the request ([`Refusal::of`]) and it becomes
+/// [`Error::InvalidArgument`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+impl Refusal {
+    /// The [`Error::InvalidArgument`] of `whose` request (a table, a column); the location is
+    /// the caller's.
+    #[track_caller]
+    pub fn of(self, whose: impl std::fmt::Display) -> Error {
+        invalid_argument(format!("{whose}: {}", self.0))
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `Err(Malformed)` with a formatted message.
+macro_rules! malformed {
+    ($($arg:tt)*) => {
+        Err($crate::error::Malformed(format!($($arg)*)))
+    };
+}
+pub(crate) use malformed;
+
+/// An [`Error::InvalidArgument`] (the request's mistake) saying `message`; the location is the
+/// caller's.
+#[track_caller]
+pub(crate) fn invalid_argument(message: impl Into<String>) -> Error {
+    InvalidArgumentSnafu {
+        message: message.into(),
+    }
+    .build()
+}
+
+/// An [`Error::Internal`] (a broken invariant of tidelake's own) saying `message`; the location
+/// is the caller's.
+#[track_caller]
+pub(crate) fn internal(message: impl Into<String>) -> Error {
+    InternalSnafu {
+        message: message.into(),
+    }
+    .build()
+}
+
 /// Shorthand for an [`Error::InvalidArgument`] with a formatted message.
 macro_rules! invalid {
     ($($arg:tt)*) => {

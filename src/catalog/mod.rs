@@ -102,11 +102,8 @@ impl TableDefinition {
         }
         let opts = CoreOptions::new(&self.options);
         let pk = !self.primary_keys.is_empty();
-        let bucket = opts
-            .bucket()
-            .map_err(|m| InvalidArgumentSnafu { message: m }.build())?;
-        opts.merge_engine()
-            .map_err(|m| InvalidArgumentSnafu { message: m }.build())?;
+        let bucket = opts.bucket()?;
+        opts.merge_engine()?;
         if opts.file_format() != "parquet" {
             return fail(format!(
                 "file.format '{}' is not supported; tidelake writes parquet",

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::error::{CorruptSnafu, ErrorKind, InternalSnafu, NotFoundSnafu, Result};
+use crate::error::{CorruptSnafu, ErrorKind, NotFoundSnafu, Result};
 use crate::io::FileIo;
 use crate::spec::binary_row::{self, Datum};
 use crate::spec::index_manifest::{
@@ -121,7 +121,7 @@ impl ManifestManager {
 
     pub async fn read_manifest_list(&self, name: &str) -> Result<Vec<ManifestFileMeta>> {
         let (path, bytes) = self.read_file(name).await?;
-        decode_manifest_list(&bytes).map_err(|message| CorruptSnafu { path, message }.build())
+        decode_manifest_list(&bytes).map_err(|e| e.at(path))
     }
 
     pub async fn read_manifest(&self, name: &str) -> Result<Vec<ManifestEntry>> {
@@ -140,9 +140,7 @@ impl ManifestManager {
             return Ok(hit);
         }
         let (path, bytes) = self.read_file(name).await?;
-        let entries = Arc::new(
-            decode_manifest(&bytes).map_err(|message| CorruptSnafu { path, message }.build())?,
-        );
+        let entries = Arc::new(decode_manifest(&bytes).map_err(|e| e.at(path))?);
         if let Some(c) = cache {
             c.insert(key, Arc::clone(&entries));
         }
@@ -207,12 +205,7 @@ impl ManifestManager {
     ) -> Result<ManifestFileMeta> {
         let name = namer.next("manifest-", "");
         let path = self.path(&name);
-        let bytes = encode_manifest(entries).map_err(|message| {
-            InternalSnafu {
-                message: format!("encoding {path}: {message}"),
-            }
-            .build()
-        })?;
+        let bytes = encode_manifest(entries)?;
         let size = bytes.len() as i64;
         self.io.write(&path, Bytes::from(bytes)).await?;
         let added = entries.iter().filter(|e| e.kind == FileKind::Add).count() as i64;
@@ -238,12 +231,7 @@ impl ManifestManager {
     ) -> Result<(String, i64)> {
         let name = namer.next("manifest-list-", "");
         let path = self.path(&name);
-        let bytes = encode_manifest_list(metas).map_err(|message| {
-            InternalSnafu {
-                message: format!("encoding {path}: {message}"),
-            }
-            .build()
-        })?;
+        let bytes = encode_manifest_list(metas)?;
         let size = bytes.len() as i64;
         self.io.write(&path, Bytes::from(bytes)).await?;
         Ok((name, size))
@@ -265,7 +253,7 @@ impl ManifestManager {
             return Ok(vec![]);
         };
         let (path, bytes) = self.read_file(name).await?;
-        decode_index_manifest(&bytes).map_err(|message| CorruptSnafu { path, message }.build())
+        decode_index_manifest(&bytes).map_err(|e| e.at(path))
     }
 
     /// Writes an index manifest holding `entries`; returns its name.
@@ -276,12 +264,7 @@ impl ManifestManager {
     ) -> Result<String> {
         let name = namer.next("index-manifest-", "");
         let path = self.path(&name);
-        let bytes = encode_index_manifest(entries).map_err(|message| {
-            InternalSnafu {
-                message: format!("encoding {path}: {message}"),
-            }
-            .build()
-        })?;
+        let bytes = encode_index_manifest(entries)?;
         self.io.write(&path, Bytes::from(bytes)).await?;
         Ok(name)
     }
@@ -325,13 +308,8 @@ impl ManifestManager {
                 if files.is_some_and(|f| !f.contains(meta.data_file.as_str())) {
                     continue;
                 }
-                let dv = crate::spec::deletion_vector::read(&bytes, meta).map_err(|message| {
-                    CorruptSnafu {
-                        path: path.clone(),
-                        message,
-                    }
-                    .build()
-                })?;
+                let dv =
+                    crate::spec::deletion_vector::read(&bytes, meta).map_err(|e| e.at(&path))?;
                 out.insert(meta.data_file.clone(), dv);
             }
         }
@@ -359,7 +337,7 @@ impl ManifestManager {
             }
             Err(e) => return Err(e),
         };
-        decode_hashes(&bytes).map_err(|message| CorruptSnafu { path, message }.build())
+        decode_hashes(&bytes).map_err(|e| e.at(path))
     }
 
     /// Writes a HASH index file of `hashes`; returns its description.

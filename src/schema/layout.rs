@@ -50,7 +50,7 @@ impl TableLayout {
         if let Some(message) = TableOptions::unimplemented(&schema.options) {
             return UnsupportedSnafu { message }.fail();
         }
-        let options = TableOptions::parse(&schema.options).map_err(invalid)?;
+        let options = TableOptions::parse(&schema.options)?;
         let index_of = |name: &str| -> Result<usize> {
             schema.field_index(name).ok_or_else(|| {
                 invalid(format!(
@@ -69,7 +69,7 @@ impl TableLayout {
             .map(|k| index_of(k))
             .collect::<Result<Vec<_>>>()?;
         let pk = schema.is_primary_key_table();
-        let bucket_mode = opts.bucket_mode(pk).map_err(invalid)?;
+        let bucket_mode = opts.bucket_mode(pk)?;
         let bucket_key_indices = match opts.bucket_key() {
             Some(keys) => keys
                 .iter()
@@ -120,9 +120,9 @@ impl TableLayout {
                 )));
             }
         }
-        let merge_engine = opts.merge_engine().map_err(invalid)?;
+        let merge_engine = opts.merge_engine()?;
         let changelog_producer = match opts.get(crate::spec::options::CHANGELOG_PRODUCER) {
-            Some(v) => ChangelogProducer::parse(v).map_err(invalid)?,
+            Some(v) => ChangelogProducer::parse(v)?,
             None => ChangelogProducer::None,
         };
         // Paimon's SchemaValidation.validateForDeletionVectors.
@@ -207,7 +207,7 @@ impl TableLayout {
             bucket_mode,
             merge_engine,
             changelog_producer,
-            merge_config: Arc::new(MergeConfig::from_schema(&schema).map_err(invalid)?),
+            merge_config: Arc::new(MergeConfig::from_schema(&schema)?),
             sequence_field_indices,
             rowkind_field_index,
             ignore_delete: opts.ignore_delete(),

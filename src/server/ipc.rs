@@ -13,6 +13,7 @@
 //! This module owns these checks and the checked stream of a DoPut's messages
 //! ([`checked_flight_data`]); it imports nothing of the server.
 
+use crate::error::Refusal;
 use std::collections::VecDeque;
 
 use arrow::datatypes::{DataType, Schema, UnionMode};
@@ -32,61 +33,68 @@ const FREE_ROWS: i64 = 64 * 1024;
 pub(crate) fn check_flight_data(
     fd: &FlightData,
     schema: Option<&Schema>,
-) -> Result<Option<Schema>, String> {
+) -> Result<Option<Schema>, Refusal> {
     if fd.data_header.is_empty() {
         return if fd.data_body.is_empty() {
             Ok(None)
         } else {
-            Err("a message body without a header".into())
+            Err(Refusal("a message body without a header".into()))
         };
     }
     check_message(&fd.data_header, &fd.data_body, schema)
 }
 
 /// Decodes a Schema message's schema, refusing (instead of panicking on) malformed ones.
-fn decode_schema(header: &[u8]) -> Result<Schema, String> {
-    let msg = ipc::root_as_message(header).map_err(|e| format!("malformed IPC message: {e}"))?;
+fn decode_schema(header: &[u8]) -> Result<Schema, Refusal> {
+    let msg =
+        ipc::root_as_message(header).map_err(|e| Refusal(format!("malformed IPC message: {e}")))?;
     let fb = msg
         .header_as_schema()
-        .ok_or("a Schema message without a schema")?;
+        .ok_or_else(|| Refusal("a Schema message without a schema".into()))?;
     // arrow's schema conversion panics on some malformed inputs (unknown type ids).
     std::panic::catch_unwind(|| ipc::convert::fb_to_schema(fb))
-        .map_err(|_| "malformed schema in an IPC message".to_string())
+        .map_err(|_| Refusal("malformed schema in an IPC message".into()))
 }
 
 fn check_message(
     header: &[u8],
     body: &[u8],
     schema: Option<&Schema>,
-) -> Result<Option<Schema>, String> {
-    let msg = ipc::root_as_message(header).map_err(|e| format!("malformed IPC message: {e}"))?;
+) -> Result<Option<Schema>, Refusal> {
+    let msg =
+        ipc::root_as_message(header).map_err(|e| Refusal(format!("malformed IPC message: {e}")))?;
     let claimed = msg.bodyLength();
     if claimed < 0 || claimed as u64 > body.len() as u64 {
-        return Err(format!(
+        return Err(Refusal(format!(
             "the IPC message claims a body of {claimed} bytes; {} arrived",
             body.len()
-        ));
+        )));
     }
     let v4 = msg.version() < MetadataVersion::V5;
     match msg.header_type() {
         MessageHeader::NONE => Ok(None),
         MessageHeader::Schema => decode_schema(header).map(Some),
         MessageHeader::RecordBatch => {
-            let rb = msg.header_as_record_batch().ok_or("no record batch")?;
-            let s = schema.ok_or("a record batch before the schema")?;
+            let rb = msg
+                .header_as_record_batch()
+                .ok_or_else(|| Refusal("no record batch".into()))?;
+            let s = schema.ok_or_else(|| Refusal("a record batch before the schema".into()))?;
             let types: Vec<&DataType> = s.fields().iter().map(|f| f.data_type()).collect();
             check_batch(rb, body, &types, v4).map(|()| None)
         }
         MessageHeader::DictionaryBatch => {
             let d = msg
                 .header_as_dictionary_batch()
-                .ok_or("no dictionary batch")?;
-            let rb = d.data().ok_or("a dictionary batch without data")?;
-            let s = schema.ok_or("a dictionary batch before the schema")?;
-            let value = dictionary_value_type(s, d.id()).ok_or("an unknown dictionary id")?;
+                .ok_or_else(|| Refusal("no dictionary batch".into()))?;
+            let rb = d
+                .data()
+                .ok_or_else(|| Refusal("a dictionary batch without data".into()))?;
+            let s = schema.ok_or_else(|| Refusal("a dictionary batch before the schema".into()))?;
+            let value = dictionary_value_type(s, d.id())
+                .ok_or_else(|| Refusal("an unknown dictionary id".into()))?;
             check_batch(rb, body, &[&value], v4).map(|()| None)
         }
-        other => Err(format!("unsupported IPC message type {other:?}")),
+        other => Err(Refusal(format!("unsupported IPC message type {other:?}"))),
     }
 }
 
@@ -127,9 +135,13 @@ fn check_batch(
     body: &[u8],
     types: &[&DataType],
     v4: bool,
-) -> Result<(), String> {
-    let nodes = rb.nodes().ok_or("a record batch without field nodes")?;
-    let bufs = rb.buffers().ok_or("a record batch without buffers")?;
+) -> Result<(), Refusal> {
+    let nodes = rb
+        .nodes()
+        .ok_or_else(|| Refusal("a record batch without field nodes".into()))?;
+    let bufs = rb
+        .buffers()
+        .ok_or_else(|| Refusal("a record batch without buffers".into()))?;
     let compressed = match rb.compression() {
         None => false,
         Some(c)
@@ -141,7 +153,7 @@ fn check_batch(
         {
             true
         }
-        Some(_) => return Err("unsupported IPC compression".into()),
+        Some(_) => return Err(Refusal("unsupported IPC compression".into())),
     };
     // The length of each buffer once decompressed.
     let mut sizes = Vec::with_capacity(bufs.len());
@@ -150,27 +162,26 @@ fn check_batch(
         let (off, len) = (b.offset(), b.length());
         let end = off.checked_add(len);
         if off < 0 || len < 0 || end.is_none_or(|e| e as u64 > body.len() as u64) {
-            return Err(format!(
+            return Err(Refusal(format!(
                 "an IPC buffer at offset {off} of {len} bytes lies outside the {}-byte body",
                 body.len()
-            ));
+            )));
         }
         let size = if !compressed || len == 0 {
             len
         } else {
             let s = &body[off as usize..(off + len) as usize];
-            let prefix: [u8; 8] = s
-                .get(..8)
-                .and_then(|p| p.try_into().ok())
-                .ok_or("a compressed IPC buffer shorter than its length prefix")?;
+            let prefix: [u8; 8] = s.get(..8).and_then(|p| p.try_into().ok()).ok_or_else(|| {
+                Refusal("a compressed IPC buffer shorter than its length prefix".into())
+            })?;
             match i64::from_le_bytes(prefix) {
                 -1 => len - 8,
                 n if (0..=MAX_DECOMPRESSED_BYTES).contains(&n) => n,
                 n => {
-                    return Err(format!(
+                    return Err(Refusal(format!(
                         "a compressed IPC buffer claims {n} bytes uncompressed (the limit is \
                          {MAX_DECOMPRESSED_BYTES})"
-                    ))
+                    )))
                 }
             }
         };
@@ -178,22 +189,22 @@ fn check_batch(
         sizes.push(size);
     }
     if total > MAX_DECOMPRESSED_BYTES {
-        return Err(format!(
+        return Err(Refusal(format!(
             "an IPC message decompresses to {total} bytes, more than {MAX_DECOMPRESSED_BYTES}"
-        ));
+        )));
     }
     // Every array needs at least one bit per row, but for Null arrays and empty batches.
     let max_len = total.saturating_mul(8).saturating_add(FREE_ROWS);
     if !(0..=max_len).contains(&rb.length()) {
-        return Err(format!(
+        return Err(Refusal(format!(
             "an IPC record batch claims {} rows, more than its {total} bytes can hold",
             rb.length()
-        ));
+        )));
     }
     let mut variadic = VecDeque::new();
     for c in rb.variadicBufferCounts().into_iter().flatten() {
         if c < 0 || c as usize > bufs.len() {
-            return Err(format!("an IPC variadic buffer count of {c}"));
+            return Err(Refusal(format!("an IPC variadic buffer count of {c}")));
         }
         variadic.push_back(c);
     }
@@ -208,7 +219,9 @@ fn check_batch(
         walk.field(t)?;
     }
     if !walk.variadic.is_empty() {
-        return Err("more IPC variadic buffer counts than view arrays".into());
+        return Err(Refusal(
+            "more IPC variadic buffer counts than view arrays".into(),
+        ));
     }
     Ok(())
 }
@@ -223,29 +236,29 @@ struct Walk {
 }
 
 impl Walk {
-    fn buffer(&mut self) -> Result<i64, String> {
+    fn buffer(&mut self) -> Result<i64, Refusal> {
         self.sizes
             .next()
-            .ok_or_else(|| "an IPC record batch with too few buffers".to_string())
+            .ok_or_else(|| Refusal("an IPC record batch with too few buffers".into()))
     }
 
-    fn field(&mut self, t: &DataType) -> Result<(), String> {
+    fn field(&mut self, t: &DataType) -> Result<(), Refusal> {
         use DataType::*;
         let n = self
             .nodes
             .next()
-            .ok_or("an IPC record batch with too few field nodes")?;
+            .ok_or_else(|| Refusal("an IPC record batch with too few field nodes".into()))?;
         let (len, nulls) = (n.length(), n.null_count());
         if !(0..=self.max_len).contains(&len) || !(0..=len).contains(&nulls) {
-            return Err(format!(
+            return Err(Refusal(format!(
                 "an IPC field node claims {len} values with {nulls} nulls"
-            ));
+            )));
         }
         let validity = |bytes: i64| {
             if nulls > 0 && bytes < (len + 7) / 8 {
-                Err(format!(
+                Err(Refusal(format!(
                     "an IPC validity buffer of {bytes} bytes for {len} values"
-                ))
+                )))
             } else {
                 Ok(())
             }
@@ -261,7 +274,7 @@ impl Walk {
                 let count = self
                     .variadic
                     .pop_front()
-                    .ok_or("a missing variadic buffer count")?;
+                    .ok_or_else(|| Refusal("a missing variadic buffer count".into()))?;
                 validity(self.buffer()?)?;
                 for _ in 0..=count {
                     self.buffer()?;
@@ -297,10 +310,14 @@ impl Walk {
                     self.buffer()?;
                 }
                 if self.buffer()? < len {
-                    return Err("an IPC union type-id buffer shorter than its length".into());
+                    return Err(Refusal(
+                        "an IPC union type-id buffer shorter than its length".into(),
+                    ));
                 }
                 if *mode == UnionMode::Dense && self.buffer()? < len.saturating_mul(4) {
-                    return Err("an IPC union offsets buffer shorter than its length".into());
+                    return Err(Refusal(
+                        "an IPC union offsets buffer shorter than its length".into(),
+                    ));
                 }
                 for (_, f) in fs.iter() {
                     self.field(f.data_type())?;
@@ -318,7 +335,7 @@ impl Walk {
 
 /// Checks an Arrow IPC *stream* (the format of `StreamWriter`) message by message, framing it
 /// here so that no length from it sizes anything before it is checked.
-pub(crate) fn check_ipc_stream(bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn check_ipc_stream(bytes: &[u8]) -> Result<(), Refusal> {
     let word = |at: usize| {
         bytes
             .get(at..at + 4)
@@ -331,29 +348,31 @@ pub(crate) fn check_ipc_stream(bytes: &[u8]) -> Result<(), String> {
             return if pos == bytes.len() {
                 Ok(())
             } else {
-                Err("a truncated IPC stream".into())
+                Err(Refusal("a truncated IPC stream".into()))
             };
         };
         pos += 4;
         if w == 0xFFFF_FFFF {
-            w = word(pos).ok_or("a truncated IPC stream")?;
+            w = word(pos).ok_or_else(|| Refusal("a truncated IPC stream".into()))?;
             pos += 4;
         }
         if w == 0 {
             return Ok(());
         }
-        let meta_len = i32::try_from(w).map_err(|_| "a negative IPC metadata length")? as usize;
+        let meta_len = i32::try_from(w)
+            .map_err(|_| Refusal("a negative IPC metadata length".into()))?
+            as usize;
         let header = bytes
             .get(pos..pos.saturating_add(meta_len))
-            .ok_or("a truncated IPC message header")?;
+            .ok_or_else(|| Refusal("a truncated IPC message header".into()))?;
         pos += meta_len;
-        let msg =
-            ipc::root_as_message(header).map_err(|e| format!("malformed IPC message: {e}"))?;
-        let body_len =
-            usize::try_from(msg.bodyLength()).map_err(|_| "a negative IPC body length")?;
+        let msg = ipc::root_as_message(header)
+            .map_err(|e| Refusal(format!("malformed IPC message: {e}")))?;
+        let body_len = usize::try_from(msg.bodyLength())
+            .map_err(|_| Refusal("a negative IPC body length".into()))?;
         let body = bytes
             .get(pos..pos.saturating_add(body_len))
-            .ok_or("an IPC message body longer than the stream")?;
+            .ok_or_else(|| Refusal("an IPC message body longer than the stream".into()))?;
         pos += body_len;
         if let Some(s) = check_message(header, body, schema.as_ref())? {
             schema = Some(s);
@@ -373,7 +392,7 @@ pub(crate) fn checked_flight_data(
     futures::StreamExt::map(input, move |r| {
         let fd = r?;
         if let Some(s) =
-            check_flight_data(&fd, schema.as_ref()).map_err(FlightError::DecodeError)?
+            check_flight_data(&fd, schema.as_ref()).map_err(|r| FlightError::DecodeError(r.0))?
         {
             schema = Some(s);
         }

@@ -70,6 +70,11 @@ pub fn commit_due(policy: &Policy, pending_rows: u64, age: Duration, asked: bool
             || policy.every.is_some_and(|t| age >= t))
 }
 
+/// A position the stream's state no longer allows (the producer must resume elsewhere).
+fn stale(message: String) -> crate::error::Error {
+    crate::error::of_kind(ErrorKind::FailedPrecondition, message)
+}
+
 /// Checks a batch's position against the last durable identifier and the last position of the
 /// stream: it must be above the first (a restarted producer resumes after what is durable) and
 /// not below the second (positions grow; several batches may share one).
@@ -77,21 +82,21 @@ pub fn check_position(
     position: i64,
     last_durable: Option<i64>,
     last_position: Option<i64>,
-) -> Result<(), String> {
+) -> crate::error::Result<()> {
     if position < 0 {
-        return Err(format!(
+        return Err(stale(format!(
             "position {position} is negative; positions are 0 or more"
-        ));
+        )));
     }
     if let Some(d) = last_durable.filter(|d| position <= *d) {
-        return Err(format!(
+        return Err(stale(format!(
             "position {position} is not after the last durable identifier {d}; resume after it"
-        ));
+        )));
     }
     if let Some(p) = last_position.filter(|p| position < *p) {
-        return Err(format!(
+        return Err(stale(format!(
             "position {position} goes back (the previous batch had {p}); positions must grow"
-        ));
+        )));
     }
     Ok(())
 }
@@ -246,8 +251,7 @@ impl Stream {
         };
         let at = position.as_ref().and_then(|p| p.position);
         if let Some(at) = at {
-            check_position(at, self.last_durable, self.last_position)
-                .map_err(|m| status(ErrorKind::FailedPrecondition, m))?;
+            check_position(at, self.last_durable, self.last_position).map_err(to_status)?;
         }
         if let Some(c) = &self.kind_column {
             if batch.schema().column_with_name(c).is_none() {
@@ -588,9 +592,11 @@ mod tests {
         assert!(check_position(5, None, None).is_ok());
         assert!(check_position(5, Some(4), None).is_ok());
         let e = check_position(4, Some(4), None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::FailedPrecondition);
+        let e = e.to_string();
         assert!(e.contains("last durable identifier 4"), "{e}");
         assert!(check_position(7, Some(4), Some(7)).is_ok());
-        let e = check_position(6, Some(4), Some(7)).unwrap_err();
+        let e = check_position(6, Some(4), Some(7)).unwrap_err().to_string();
         assert!(e.contains("goes back"), "{e}");
         assert!(check_position(-1, None, None).is_err());
     }

@@ -16,6 +16,7 @@ use std::io::Cursor;
 use roaring::{RoaringBitmap, RoaringTreemap};
 
 use super::index_manifest::DeletionVectorMeta;
+use crate::error::{malformed, Malformed};
 
 /// The version byte every deletion-vector index file starts with.
 pub const DV_FILE_VERSION: u8 = 1;
@@ -41,14 +42,16 @@ impl DeletionVector {
 
     /// The deleted positions as a 32-bit bitmap (the error names `file` when a 64-bit vector
     /// holds a position beyond 32 bits).
-    pub fn positions_32(&self, file: &str) -> Result<RoaringBitmap, String> {
+    pub fn positions_32(&self, file: &str) -> Result<RoaringBitmap, Malformed> {
         match self {
             DeletionVector::Bits32(b) => Ok(b.clone()),
             DeletionVector::Bits64(b) => b
                 .iter()
                 .map(|p| {
                     u32::try_from(p).map_err(|_| {
-                        format!("deletion vector of {file}: position {p} is beyond 32 bits")
+                        Malformed(format!(
+                            "deletion vector of {file}: position {p} is beyond 32 bits"
+                        ))
                     })
                 })
                 .collect(),
@@ -66,27 +69,27 @@ impl DeletionVector {
 
 /// Reads the deletion vector at `meta` of an index file's bytes; the error says what is wrong
 /// (the caller names the file).
-pub fn read(file: &[u8], meta: &DeletionVectorMeta) -> Result<DeletionVector, String> {
+pub fn read(file: &[u8], meta: &DeletionVectorMeta) -> Result<DeletionVector, Malformed> {
     match file.first() {
         Some(&DV_FILE_VERSION) => {}
-        Some(v) => return Err(format!("version {v} is not deletion-vector file version 1")),
-        None => return Err("the file is empty".into()),
+        Some(v) => return malformed!("version {v} is not deletion-vector file version 1"),
+        None => return malformed!("the file is empty"),
     }
     let at = |what: &str| {
-        format!(
+        Malformed(format!(
             "deletion vector of {} at offset {}: {what}",
             meta.data_file, meta.offset
-        )
+        ))
     };
     let offset = usize::try_from(meta.offset).map_err(|_| at("negative offset"))?;
-    let word = |pos: usize| -> Result<[u8; 4], String> {
+    let word = |pos: usize| -> Result<[u8; 4], Malformed> {
         file.get(pos..pos + 4)
             .and_then(|b| b.try_into().ok())
             .ok_or_else(|| at("past the end of the file"))
     };
     let size = i32::from_be_bytes(word(offset)?);
     let magic = word(offset + 4)?;
-    let bitmap = |size: i32| -> Result<&[u8], String> {
+    let bitmap = |size: i32| -> Result<&[u8], Malformed> {
         let len = size
             .checked_sub(4)
             .and_then(|l| usize::try_from(l).ok())

@@ -13,6 +13,7 @@ use apache_avro::types::Value;
 use apache_avro::Schema;
 
 use super::manifest::{decode_file, encode_file, opt, rec, FileKind, Record};
+use crate::error::Malformed;
 
 /// The only `_VERSION` of index manifest records.
 pub const INDEX_MANIFEST_VERSION: i32 = 1;
@@ -124,12 +125,12 @@ pub fn encode_hashes(hashes: &[i32]) -> Vec<u8> {
 }
 
 /// The hashes of a HASH index file; a length that is not a multiple of 4 is corrupt.
-pub fn decode_hashes(bytes: &[u8]) -> Result<Vec<i32>, String> {
+pub fn decode_hashes(bytes: &[u8]) -> Result<Vec<i32>, Malformed> {
     if !bytes.len().is_multiple_of(4) {
-        return Err(format!(
+        return Err(Malformed(format!(
             "a HASH index file holds 4-byte hashes, but it is {} bytes long",
             bytes.len()
-        ));
+        )));
     }
     Ok(bytes
         .chunks_exact(4)
@@ -174,7 +175,7 @@ pub fn index_manifest_schema() -> &'static Schema {
 }
 
 /// Encodes an index manifest (zstd, Java's schema).
-pub fn encode_index_manifest(entries: &[IndexManifestEntry]) -> Result<Vec<u8>, String> {
+pub fn encode_index_manifest(entries: &[IndexManifestEntry]) -> crate::error::Result<Vec<u8>> {
     encode_file(
         index_manifest_schema(),
         entries.iter().map(IndexManifestEntry::to_avro),
@@ -182,7 +183,7 @@ pub fn encode_index_manifest(entries: &[IndexManifestEntry]) -> Result<Vec<u8>, 
 }
 
 /// Decodes an index manifest written by any Paimon implementation.
-pub fn decode_index_manifest(bytes: &[u8]) -> Result<Vec<IndexManifestEntry>, String> {
+pub fn decode_index_manifest(bytes: &[u8]) -> Result<Vec<IndexManifestEntry>, Malformed> {
     decode_file(bytes, IndexManifestEntry::from_avro)
 }
 
@@ -238,14 +239,14 @@ impl IndexManifestEntry {
         ])
     }
 
-    fn from_avro(v: &Value) -> Result<Self, String> {
+    fn from_avro(v: &Value) -> Result<Self, Malformed> {
         let r = Record::new(v, "index manifest entry")?;
         match r.int("_VERSION")? {
             INDEX_MANIFEST_VERSION => {}
             v => {
-                return Err(format!(
+                return Err(Malformed(format!(
                     "unsupported index manifest _VERSION {v} (expected 1)"
-                ))
+                )))
             }
         }
         let kind = FileKind::from_avro(r.int("_KIND")?)?;
@@ -263,9 +264,13 @@ impl IndexManifestEntry {
                             cardinality: d.opt_long("_CARDINALITY")?,
                         })
                     })
-                    .collect::<Result<Vec<_>, String>>()?,
+                    .collect::<Result<Vec<_>, Malformed>>()?,
             ),
-            Some(other) => return Err(format!("_DELETIONS_VECTORS_RANGES: unexpected {other:?}")),
+            Some(other) => {
+                return Err(Malformed(format!(
+                    "_DELETIONS_VECTORS_RANGES: unexpected {other:?}"
+                )))
+            }
         };
         let global_index = match r.get("_GLOBAL_INDEX") {
             None => None,
@@ -361,6 +366,6 @@ mod tests {
             decode_hashes(&encode_hashes(&[7, i32::MIN])).unwrap(),
             vec![7, i32::MIN]
         );
-        assert!(decode_hashes(&[0, 0, 1]).unwrap_err().contains("3 bytes"));
+        assert!(decode_hashes(&[0, 0, 1]).unwrap_err().0.contains("3 bytes"));
     }
 }

@@ -6,6 +6,8 @@
 
 use apache_avro::types::Value;
 use apache_avro::Schema;
+
+use crate::error::Malformed;
 use std::sync::OnceLock;
 
 /// The only `_VERSION` Paimon accepts in manifest records.
@@ -104,11 +106,11 @@ pub enum FileKind {
 
 impl FileKind {
     /// The kind a `_KIND` field holds (0 ADD, 1 DELETE), in manifests and index manifests alike.
-    pub(super) fn from_avro(v: i32) -> Result<Self, String> {
+    pub(super) fn from_avro(v: i32) -> Result<Self, Malformed> {
         match v {
             0 => Ok(FileKind::Add),
             1 => Ok(FileKind::Delete),
-            k => Err(format!("unknown _KIND {k}")),
+            k => Err(Malformed(format!("unknown _KIND {k}"))),
         }
     }
 }
@@ -234,30 +236,45 @@ fn zstd_codec() -> apache_avro::Codec {
 pub(super) fn encode_file(
     schema: &Schema,
     values: impl Iterator<Item = Value>,
-) -> Result<Vec<u8>, String> {
-    let mut w = apache_avro::Writer::with_codec(schema, Vec::new(), zstd_codec())
-        .map_err(|e| e.to_string())?;
+) -> crate::error::Result<Vec<u8>> {
+    // Our own values against our own schema: a failure is a bug.
+    let internal = |e: apache_avro::Error| {
+        crate::error::InternalSnafu {
+            message: format!("encoding an Avro file of {}: {e}", schema_name(schema)),
+        }
+        .build()
+    };
+    let mut w =
+        apache_avro::Writer::with_codec(schema, Vec::new(), zstd_codec()).map_err(internal)?;
     for v in values {
-        w.append_value(v).map_err(|e| e.to_string())?;
+        w.append_value(v).map_err(internal)?;
     }
-    w.into_inner().map_err(|e| e.to_string())
+    w.into_inner().map_err(internal)
+}
+
+fn schema_name(schema: &Schema) -> String {
+    match schema {
+        Schema::Record(r) => r.name.name().to_string(),
+        _ => "values".to_string(),
+    }
 }
 
 pub(super) fn decode_file<T>(
     bytes: &[u8],
-    f: impl Fn(&Value) -> Result<T, String>,
-) -> Result<Vec<T>, String> {
-    let reader = apache_avro::Reader::new(bytes).map_err(|e| format!("not an Avro file: {e}"))?;
+    f: impl Fn(&Value) -> Result<T, Malformed>,
+) -> Result<Vec<T>, Malformed> {
+    let reader =
+        apache_avro::Reader::new(bytes).map_err(|e| Malformed(format!("not an Avro file: {e}")))?;
     reader
         .map(|v| {
-            v.map_err(|e| format!("Avro decode error: {e}"))
+            v.map_err(|e| Malformed(format!("Avro decode error: {e}")))
                 .and_then(|v| f(&v))
         })
         .collect()
 }
 
 /// Encodes a manifest file (zstd, Java's schema).
-pub fn encode_manifest(entries: &[ManifestEntry]) -> Result<Vec<u8>, String> {
+pub fn encode_manifest(entries: &[ManifestEntry]) -> crate::error::Result<Vec<u8>> {
     encode_file(
         manifest_entry_schema(),
         entries.iter().map(ManifestEntry::to_avro),
@@ -265,12 +282,12 @@ pub fn encode_manifest(entries: &[ManifestEntry]) -> Result<Vec<u8>, String> {
 }
 
 /// Decodes a manifest file written by any Paimon implementation.
-pub fn decode_manifest(bytes: &[u8]) -> Result<Vec<ManifestEntry>, String> {
+pub fn decode_manifest(bytes: &[u8]) -> Result<Vec<ManifestEntry>, Malformed> {
     decode_file(bytes, ManifestEntry::from_avro)
 }
 
 /// Encodes a manifest list (zstd, Java's schema).
-pub fn encode_manifest_list(metas: &[ManifestFileMeta]) -> Result<Vec<u8>, String> {
+pub fn encode_manifest_list(metas: &[ManifestFileMeta]) -> crate::error::Result<Vec<u8>> {
     encode_file(
         manifest_file_meta_schema(),
         metas.iter().map(ManifestFileMeta::to_avro),
@@ -278,7 +295,7 @@ pub fn encode_manifest_list(metas: &[ManifestFileMeta]) -> Result<Vec<u8>, Strin
 }
 
 /// Decodes a manifest list written by any Paimon implementation.
-pub fn decode_manifest_list(bytes: &[u8]) -> Result<Vec<ManifestFileMeta>, String> {
+pub fn decode_manifest_list(bytes: &[u8]) -> Result<Vec<ManifestFileMeta>, Malformed> {
     decode_file(bytes, ManifestFileMeta::from_avro)
 }
 
@@ -319,7 +336,7 @@ impl SimpleStats {
         ])
     }
 
-    fn from_avro(v: &Value) -> Result<Self, String> {
+    fn from_avro(v: &Value) -> Result<Self, Malformed> {
         let r = Record::new(v, "stats")?;
         Ok(Self {
             min_values: r.bytes("_MIN_VALUES")?,
@@ -329,7 +346,9 @@ impl SimpleStats {
                 Some(Value::Array(items)) => {
                     items.iter().map(as_opt_long).collect::<Result<_, _>>()?
                 }
-                Some(other) => return Err(format!("_NULL_COUNTS: unexpected {other:?}")),
+                Some(other) => {
+                    return Err(Malformed(format!("_NULL_COUNTS: unexpected {other:?}")))
+                }
             },
         })
     }
@@ -382,7 +401,7 @@ impl ManifestEntry {
         ])
     }
 
-    pub fn from_avro(v: &Value) -> Result<Self, String> {
+    pub fn from_avro(v: &Value) -> Result<Self, Malformed> {
         let r = Record::new(v, "manifest entry")?;
         check_version(&r)?;
         let f = Record::new(r.req("_FILE")?, "_FILE")?;
@@ -438,7 +457,7 @@ impl ManifestFileMeta {
         ])
     }
 
-    pub fn from_avro(v: &Value) -> Result<Self, String> {
+    pub fn from_avro(v: &Value) -> Result<Self, Malformed> {
         let r = Record::new(v, "manifest list entry")?;
         check_version(&r)?;
         Ok(Self {
@@ -456,11 +475,15 @@ impl ManifestFileMeta {
     }
 }
 
-fn check_version(r: &Record<'_>) -> Result<(), String> {
+fn check_version(r: &Record<'_>) -> Result<(), Malformed> {
     match r.int("_VERSION")? {
         MANIFEST_FORMAT_VERSION => Ok(()),
-        1 => Err("manifest _VERSION 1 is no longer supported; recreate the table".into()),
-        v => Err(format!("unsupported manifest _VERSION {v} (expected 2)")),
+        1 => Err(Malformed(
+            "manifest _VERSION 1 is no longer supported; recreate the table".into(),
+        )),
+        v => Err(Malformed(format!(
+            "unsupported manifest _VERSION {v} (expected 2)"
+        ))),
     }
 }
 
@@ -477,20 +500,22 @@ fn unwrap_union(v: &Value) -> &Value {
     }
 }
 
-fn as_opt_long(v: &Value) -> Result<Option<i64>, String> {
+fn as_opt_long(v: &Value) -> Result<Option<i64>, Malformed> {
     match unwrap_union(v) {
         Value::Null => Ok(None),
         Value::Long(l) | Value::TimestampMillis(l) | Value::TimestampMicros(l) => Ok(Some(*l)),
         Value::Int(i) => Ok(Some(*i as i64)),
-        other => Err(format!("expected long, found {other:?}")),
+        other => Err(Malformed(format!("expected long, found {other:?}"))),
     }
 }
 
 impl<'a> Record<'a> {
-    pub(super) fn new(v: &'a Value, what: &'static str) -> Result<Self, String> {
+    pub(super) fn new(v: &'a Value, what: &'static str) -> Result<Self, Malformed> {
         match unwrap_union(v) {
             Value::Record(fields) => Ok(Self { fields, what }),
-            other => Err(format!("{what}: expected a record, found {other:?}")),
+            other => Err(Malformed(format!(
+                "{what}: expected a record, found {other:?}"
+            ))),
         }
     }
 
@@ -502,111 +527,111 @@ impl<'a> Record<'a> {
             .filter(|v| !matches!(v, Value::Null))
     }
 
-    pub(super) fn req(&self, name: &str) -> Result<&'a Value, String> {
+    pub(super) fn req(&self, name: &str) -> Result<&'a Value, Malformed> {
         self.get(name)
-            .ok_or_else(|| format!("{}: missing field {name}", self.what))
+            .ok_or_else(|| Malformed(format!("{}: missing field {name}", self.what)))
     }
 
-    pub(super) fn long(&self, name: &str) -> Result<i64, String> {
+    pub(super) fn long(&self, name: &str) -> Result<i64, Malformed> {
         self.opt_long(name)?
-            .ok_or_else(|| format!("{}: missing field {name}", self.what))
+            .ok_or_else(|| Malformed(format!("{}: missing field {name}", self.what)))
     }
 
-    pub(super) fn opt_long(&self, name: &str) -> Result<Option<i64>, String> {
+    pub(super) fn opt_long(&self, name: &str) -> Result<Option<i64>, Malformed> {
         self.get(name)
             .map(as_opt_long)
             .transpose()
             .map(Option::flatten)
-            .map_err(|e| format!("{}.{name}: {e}", self.what))
+            .map_err(|e| Malformed(format!("{}.{name}: {e}", self.what)))
     }
 
-    pub(super) fn int(&self, name: &str) -> Result<i32, String> {
+    pub(super) fn int(&self, name: &str) -> Result<i32, Malformed> {
         self.opt_int(name)?
-            .ok_or_else(|| format!("{}: missing field {name}", self.what))
+            .ok_or_else(|| Malformed(format!("{}: missing field {name}", self.what)))
     }
 
-    pub(super) fn opt_int(&self, name: &str) -> Result<Option<i32>, String> {
+    pub(super) fn opt_int(&self, name: &str) -> Result<Option<i32>, Malformed> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Int(i)) => Ok(Some(*i)),
-            Some(other) => Err(format!(
+            Some(other) => Err(Malformed(format!(
                 "{}.{name}: expected int, found {other:?}",
                 self.what
-            )),
+            ))),
         }
     }
 
-    pub(super) fn bytes(&self, name: &str) -> Result<Vec<u8>, String> {
+    pub(super) fn bytes(&self, name: &str) -> Result<Vec<u8>, Malformed> {
         self.opt_bytes(name)?
-            .ok_or_else(|| format!("{}: missing field {name}", self.what))
+            .ok_or_else(|| Malformed(format!("{}: missing field {name}", self.what)))
     }
 
-    pub(super) fn opt_bytes(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+    pub(super) fn opt_bytes(&self, name: &str) -> Result<Option<Vec<u8>>, Malformed> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Bytes(b)) | Some(Value::Fixed(_, b)) => Ok(Some(b.clone())),
-            Some(other) => Err(format!(
+            Some(other) => Err(Malformed(format!(
                 "{}.{name}: expected bytes, found {other:?}",
                 self.what
-            )),
+            ))),
         }
     }
 
-    pub(super) fn string(&self, name: &str) -> Result<String, String> {
+    pub(super) fn string(&self, name: &str) -> Result<String, Malformed> {
         self.opt_string(name)?
-            .ok_or_else(|| format!("{}: missing field {name}", self.what))
+            .ok_or_else(|| Malformed(format!("{}: missing field {name}", self.what)))
     }
 
-    pub(super) fn opt_string(&self, name: &str) -> Result<Option<String>, String> {
+    pub(super) fn opt_string(&self, name: &str) -> Result<Option<String>, Malformed> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(format!(
+            Some(other) => Err(Malformed(format!(
                 "{}.{name}: expected string, found {other:?}",
                 self.what
-            )),
+            ))),
         }
     }
 
-    pub(super) fn opt_strings(&self, name: &str) -> Result<Option<Vec<String>>, String> {
+    pub(super) fn opt_strings(&self, name: &str) -> Result<Option<Vec<String>>, Malformed> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Array(items)) => items
                 .iter()
                 .map(|i| match unwrap_union(i) {
                     Value::String(s) => Ok(s.clone()),
-                    other => Err(format!(
+                    other => Err(Malformed(format!(
                         "{}.{name}: expected string, found {other:?}",
                         self.what
-                    )),
+                    ))),
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
-            Some(other) => Err(format!(
+            Some(other) => Err(Malformed(format!(
                 "{}.{name}: expected array, found {other:?}",
                 self.what
-            )),
+            ))),
         }
     }
 
-    pub(super) fn opt_ints(&self, name: &str) -> Result<Option<Vec<i32>>, String> {
+    pub(super) fn opt_ints(&self, name: &str) -> Result<Option<Vec<i32>>, Malformed> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Array(items)) => items
                 .iter()
                 .map(|i| match unwrap_union(i) {
                     Value::Int(n) => Ok(*n),
-                    other => Err(format!(
+                    other => Err(Malformed(format!(
                         "{}.{name}: expected int, found {other:?}",
                         self.what
-                    )),
+                    ))),
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
-            Some(other) => Err(format!(
+            Some(other) => Err(Malformed(format!(
                 "{}.{name}: expected array, found {other:?}",
                 self.what
-            )),
+            ))),
         }
     }
 }
@@ -665,6 +690,7 @@ mod tests {
         }
         assert!(ManifestEntry::from_avro(&v)
             .unwrap_err()
+            .0
             .contains("recreate"));
     }
 }

@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::error::{invalid_argument, Error, Result, UnsupportedSnafu};
+
 /// How rows of a table are assigned to buckets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BucketMode {
@@ -74,16 +76,16 @@ pub enum ChangelogProducer {
 }
 
 impl ChangelogProducer {
-    pub fn parse(v: &str) -> Result<Self, String> {
+    pub fn parse(v: &str) -> Result<Self> {
         Ok(match v.trim().to_ascii_lowercase().as_str() {
             "none" => Self::None,
             "input" => Self::Input,
             "lookup" => Self::Lookup,
             "full-compaction" => Self::FullCompaction,
             other => {
-                return Err(format!(
+                return Err(invalid_argument(format!(
                     "unknown changelog-producer '{other}' (expected none, input, lookup or full-compaction)"
-                ))
+                )))
             }
         })
     }
@@ -131,7 +133,7 @@ impl<'a> CoreOptions<'a> {
     }
 
     /// The raw `bucket` option (default -1).
-    pub fn bucket(&self) -> Result<i32, String> {
+    pub fn bucket(&self) -> Result<i32> {
         match self.get(BUCKET) {
             None => Ok(-1),
             Some(v) => v
@@ -140,12 +142,14 @@ impl<'a> CoreOptions<'a> {
                 .ok()
                 .filter(|b| *b > 0 || *b == -1 || *b == -2)
                 .ok_or_else(|| {
-                    format!("option 'bucket' must be a positive number, -1 or -2, got '{v}'")
+                    invalid_argument(format!(
+                        "option 'bucket' must be a positive number, -1 or -2, got '{v}'"
+                    ))
                 }),
         }
     }
 
-    pub fn bucket_mode(&self, primary_key_table: bool) -> Result<BucketMode, String> {
+    pub fn bucket_mode(&self, primary_key_table: bool) -> Result<BucketMode> {
         Ok(match self.bucket()? {
             -2 => BucketMode::Postpone,
             -1 if primary_key_table => BucketMode::Dynamic,
@@ -158,13 +162,13 @@ impl<'a> CoreOptions<'a> {
         self.get(BUCKET_KEY).map(split_list)
     }
 
-    pub fn merge_engine(&self) -> Result<MergeEngine, String> {
+    pub fn merge_engine(&self) -> Result<MergeEngine> {
         Ok(match self.get(MERGE_ENGINE).unwrap_or("deduplicate") {
             "deduplicate" => MergeEngine::Deduplicate,
             "partial-update" => MergeEngine::PartialUpdate,
             "aggregation" => MergeEngine::Aggregation,
             "first-row" => MergeEngine::FirstRow,
-            other => return Err(format!("unknown merge-engine '{other}'")),
+            other => return Err(invalid_argument(format!("unknown merge-engine '{other}'"))),
         })
     }
 
@@ -329,12 +333,12 @@ pub fn retention_millis(text: &str) -> Option<i64> {
 /// Paimon's rule for every retention pair (table options and expiry arguments alike): the
 /// maximum kept must not be below the minimum kept. `(name, value)` of each, as the error names
 /// them.
-pub fn retained_in_order(max: (&str, i64), min: (&str, i64)) -> Result<(), String> {
+pub fn retained_in_order(max: (&str, i64), min: (&str, i64)) -> Result<()> {
     if max.1 < min.1 {
-        return Err(format!(
+        return Err(invalid_argument(format!(
             "{} ({}) must not be below {} ({})",
             max.0, max.1, min.0, min.1
-        ));
+        )));
     }
     Ok(())
 }
@@ -347,11 +351,11 @@ impl Reader<'_> {
         self.0.get(key).map(|v| v.trim())
     }
 
-    fn bad(key: &str, v: &str, want: &str) -> String {
-        format!("option '{key}' must be {want}, got '{v}'")
+    fn bad(key: &str, v: &str, want: &str) -> Error {
+        invalid_argument(format!("option '{key}' must be {want}, got '{v}'"))
     }
 
-    fn flag(&self, key: &str, default: bool) -> Result<bool, String> {
+    fn flag(&self, key: &str, default: bool) -> Result<bool> {
         match self.raw(key) {
             None => Ok(default),
             Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
@@ -361,7 +365,7 @@ impl Reader<'_> {
     }
 
     /// A whole number of at least `min`.
-    fn count(&self, key: &str, min: i64) -> Result<Option<i64>, String> {
+    fn count(&self, key: &str, min: i64) -> Result<Option<i64>> {
         match self.raw(key) {
             None => Ok(None),
             Some(v) => match v.parse::<i64>() {
@@ -375,7 +379,7 @@ impl Reader<'_> {
         }
     }
 
-    fn duration(&self, key: &str) -> Result<Option<i64>, String> {
+    fn duration(&self, key: &str) -> Result<Option<i64>> {
         match self.raw(key) {
             None => Ok(None),
             Some(v) => match retention_millis(v) {
@@ -385,7 +389,7 @@ impl Reader<'_> {
         }
     }
 
-    fn memory(&self, key: &str) -> Result<Option<u64>, String> {
+    fn memory(&self, key: &str) -> Result<Option<u64>> {
         match self.raw(key) {
             None => Ok(None),
             Some(v) => match parse_memory_size(v) {
@@ -412,9 +416,9 @@ impl TableOptions {
     /// Parses and validates `map` (Paimon's `SchemaValidation` rules for what tidelake reads);
     /// the error names the option. An unimplemented mode ([`TableOptions::unimplemented`]) is an
     /// error too.
-    pub fn parse(map: &BTreeMap<String, String>) -> Result<Self, String> {
-        if let Some(refusal) = Self::unimplemented(map) {
-            return Err(refusal);
+    pub fn parse(map: &BTreeMap<String, String>) -> Result<Self> {
+        if let Some(message) = Self::unimplemented(map) {
+            return UnsupportedSnafu { message }.fail();
         }
         let r = Reader(map);
         let compaction_trigger = r
@@ -531,7 +535,7 @@ pub fn parse_memory_size(v: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn parse(pairs: &[(&str, &str)]) -> Result<TableOptions, String> {
+    fn parse(pairs: &[(&str, &str)]) -> Result<TableOptions> {
         let map: BTreeMap<String, String> = pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -579,6 +583,8 @@ mod tests {
             ("target-file-size", "big", "a memory size"),
         ] {
             let e = parse(&[(k, v)]).unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::InvalidArgument);
+            let e = e.to_string();
             assert!(e.starts_with(&format!("option '{k}' must be")), "{e}");
             assert!(e.contains(want) && e.contains(&format!("got '{v}'")), "{e}");
         }
@@ -586,7 +592,8 @@ mod tests {
             ("snapshot.num-retained.min", "5"),
             ("snapshot.num-retained.max", "2"),
         ])
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains(
                 "option 'snapshot.num-retained.max' (2) must not be below 'snapshot.num-retained.min' (5)"
@@ -599,6 +606,8 @@ mod tests {
     fn unimplemented_table_modes_are_refused_by_name() {
         for (k, _, _) in UNIMPLEMENTED {
             let e = parse(&[(k, "true")]).unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Unsupported);
+            let e = e.to_string();
             assert!(e.contains(&format!("option '{k}' = 'true'")), "{e}");
             assert!(e.contains("not supported by tidelake yet"), "{e}");
             // Switched off, it changes nothing.

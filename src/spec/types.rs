@@ -79,7 +79,7 @@ impl DataType {
     /// A type built from parts, with Paimon's rules on nested types checked (map keys are not
     /// nested, a ROW's field names are unique).
     pub fn checked(root: TypeRoot, nullable: bool) -> Result<Self, TypeParseError> {
-        check_nested(&root).map_err(TypeParseError)?;
+        check_nested(&root)?;
         Ok(Self { root, nullable })
     }
 
@@ -376,16 +376,21 @@ fn map_type(key: &DataType, value: &DataType) -> ArrowType {
 
 /// Paimon's rules on nested types: a map key (and a multiset element, its key) is never nested,
 /// and a ROW's field names are unique.
-fn check_nested(root: &TypeRoot) -> Result<(), String> {
+fn check_nested(root: &TypeRoot) -> Result<(), TypeParseError> {
     match root {
-        TypeRoot::Map(key, _) | TypeRoot::Multiset(key) if key.is_nested() => Err(format!(
-            "a map key or multiset element cannot be the nested type {key}"
+        TypeRoot::Map(key, _) | TypeRoot::Multiset(key) if key.is_nested() => Err(TypeParseError(
+            format!("a map key or multiset element cannot be the nested type {key}"),
         )),
         TypeRoot::Row(fields) => {
             let mut names = std::collections::HashSet::new();
             match fields.iter().find(|f| !names.insert(f.name.as_str())) {
-                Some(f) => Err(format!("ROW field '{}' appears twice", f.name)),
-                None if fields.is_empty() => Err("a ROW needs at least one field".to_string()),
+                Some(f) => Err(TypeParseError(format!(
+                    "ROW field '{}' appears twice",
+                    f.name
+                ))),
+                None if fields.is_empty() => {
+                    Err(TypeParseError("a ROW needs at least one field".to_string()))
+                }
                 None => Ok(()),
             }
         }

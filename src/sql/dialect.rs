@@ -16,7 +16,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 
-use crate::error::{invalid, Result};
+use crate::error::{invalid, invalid_argument, Result};
 
 /// The generic dialect with table versioning switched on.
 #[derive(Debug, Default)]
@@ -209,7 +209,7 @@ pub(crate) fn parse_one(sql: &str) -> Result<DFStatement> {
         let mut rewriter = VersionRewriter { error: None };
         let _ = inner.visit(&mut rewriter);
         if let Some(e) = rewriter.error {
-            return invalid!("{e}");
+            return Err(e);
         }
     }
     Ok(stmt)
@@ -251,7 +251,7 @@ impl VisitorMut for PlaceholderNumbering {
 }
 
 struct VersionRewriter {
-    error: Option<String>,
+    error: Option<crate::error::Error>,
 }
 
 impl VisitorMut for VersionRewriter {
@@ -285,16 +285,20 @@ impl VisitorMut for VersionRewriter {
 }
 
 /// `3` → `snapshot=3`; `'tag'` → `tag=tag`; `TIMESTAMP '...'` → `ts=<epoch millis>`.
-fn version_suffix(v: &TableVersion) -> std::result::Result<String, String> {
+fn version_suffix(v: &TableVersion) -> Result<String> {
     let (expr, as_timestamp) = match v {
         TableVersion::ForSystemTimeAsOf(e) | TableVersion::VersionAsOf(e) => (e, false),
         TableVersion::TimestampAsOf(e) => (e, true),
-        other => return Err(format!("unsupported table version '{other}'")),
+        other => {
+            return Err(invalid_argument(format!(
+                "unsupported table version '{other}'"
+            )))
+        }
     };
     let bad = || {
-        format!(
+        invalid_argument(format!(
             "time travel expects a snapshot id, a tag name in quotes or TIMESTAMP '...', got '{expr}'"
-        )
+        ))
     };
     match expr {
         Expr::Value(v) => match &v.value {
@@ -320,11 +324,13 @@ fn version_suffix(v: &TableVersion) -> std::result::Result<String, String> {
 }
 
 /// Parses a timestamp literal (UTC when it carries no offset) into epoch milliseconds.
-fn timestamp_millis(s: &str) -> std::result::Result<i64, String> {
-    let utc: arrow::array::timezone::Tz = "+00:00".parse().map_err(|e| format!("{e}"))?;
+fn timestamp_millis(s: &str) -> Result<i64> {
+    let utc: arrow::array::timezone::Tz = "+00:00"
+        .parse()
+        .map_err(|e| invalid_argument(format!("{e}")))?;
     arrow::compute::kernels::cast_utils::string_to_datetime(&utc, s.trim())
         .map(|t| t.timestamp_millis())
-        .map_err(|e| format!("invalid timestamp '{s}': {e}"))
+        .map_err(|e| invalid_argument(format!("invalid timestamp '{s}': {e}")))
 }
 
 /// Identifier parts, unquoted ones lower-cased (as DataFusion normalises them).

@@ -28,6 +28,7 @@ use datafusion::physical_plan::{
     PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
 };
 use futures::StreamExt;
+use snafu::ResultExt;
 
 use super::error::df_err;
 use super::scan_filter::{self, ColumnTest};
@@ -99,7 +100,7 @@ impl ScanPartition {
                     arrow::array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
                 let b = RecordBatch::try_new_with_options(Arc::clone(&schema), cols, &opts)
                     .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))?;
-                scan_filter::apply(&tests, b).map_err(DataFusionError::Execution)
+                scan_filter::apply(&tests, b).map_err(df_err)
             })
             .take_while(move |r| {
                 let go = remaining > 0;
@@ -377,18 +378,22 @@ impl RowPredicate for FilterPredicate {
         &self.columns
     }
 
-    fn evaluate(&self, batch: &RecordBatch) -> std::result::Result<BooleanArray, String> {
+    fn evaluate(&self, batch: &RecordBatch) -> crate::error::Result<BooleanArray> {
         let mut keep: Option<BooleanArray> = None;
         for e in &self.exprs {
             let value = e
                 .evaluate(batch)
                 .and_then(|v| v.into_array(batch.num_rows()))
-                .map_err(|e| e.to_string())?;
+                .map_err(super::error::from_df)?;
             let Some(test) = value.as_any().downcast_ref::<BooleanArray>() else {
-                return Err(format!("row filter {e} is not a boolean"));
+                return Err(crate::error::internal(format!(
+                    "row filter {e} is not a boolean"
+                )));
             };
             keep = Some(match keep {
-                Some(k) => arrow::compute::and(&k, test).map_err(|e| e.to_string())?,
+                Some(k) => arrow::compute::and(&k, test).context(crate::error::ArrowSnafu {
+                    context: "combining row filters",
+                })?,
                 None => test.clone(),
             });
         }

@@ -24,6 +24,9 @@ use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{BinaryExpr, Column, Literal};
 use datafusion::physical_expr::PhysicalExpr;
+use snafu::ResultExt;
+
+use crate::error::{internal, ArrowSnafu, Result};
 
 /// `column <op> literal` over the scan's output, `op` one of `=`, `!=`, `<`, `<=`, `>`, `>=`.
 #[derive(Debug, Clone)]
@@ -87,17 +90,17 @@ impl ColumnTest {
     }
 
     /// Which rows of `batch` pass (a null value does not).
-    fn mask(&self, batch: &RecordBatch) -> Result<BooleanBuffer, String> {
+    fn mask(&self, batch: &RecordBatch) -> Result<BooleanBuffer> {
         let values = batch
             .columns()
             .get(self.column)
-            .ok_or_else(|| format!("no column {} to test {self}", self.column))?;
+            .ok_or_else(|| internal(format!("no column {} to test {self}", self.column)))?;
         let mistyped = || {
-            format!(
+            internal(format!(
                 "column {} is {}, not as tested by {self}",
                 self.column,
                 values.data_type()
-            )
+            ))
         };
         let tested = match self.literal {
             ScalarValue::Float64(Some(l)) => Some(float_test(
@@ -124,8 +127,14 @@ impl ColumnTest {
         let passed = match tested {
             Some(bits) => bits,
             None => {
-                let literal = Scalar::new(self.literal.to_array().map_err(|e| e.to_string())?);
-                let result = compare(values, self.op, &literal).map_err(|e| e.to_string())?;
+                let literal = Scalar::new(
+                    self.literal
+                        .to_array()
+                        .map_err(|e| internal(format!("the literal of {self}: {e}")))?,
+                );
+                let result = compare(values, self.op, &literal).context(ArrowSnafu {
+                    context: format!("testing {self}"),
+                })?;
                 let passed = result.values().clone();
                 match result.nulls() {
                     Some(n) => &passed & n.inner(),
@@ -142,9 +151,11 @@ impl ColumnTest {
 
 /// `batch` without the rows that fail any of `tests`. Once few rows are left, the batch is cut
 /// to them before the next test, which then tests only those.
-pub(crate) fn apply(tests: &[ColumnTest], batch: RecordBatch) -> Result<RecordBatch, String> {
+pub(crate) fn apply(tests: &[ColumnTest], batch: RecordBatch) -> Result<RecordBatch> {
     let cut = |batch: &RecordBatch, keep: BooleanBuffer| {
-        filter_record_batch(batch, &BooleanArray::new(keep, None)).map_err(|e| e.to_string())
+        filter_record_batch(batch, &BooleanArray::new(keep, None)).context(ArrowSnafu {
+            context: "cutting a batch to the rows that passed the scan's tests",
+        })
     };
     let mut batch = batch;
     let mut keep: Option<BooleanBuffer> = None;

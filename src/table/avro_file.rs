@@ -28,6 +28,7 @@ use arrow::datatypes::{
 };
 use serde_json::json;
 
+use crate::error::{Malformed, Result};
 use crate::schema::layout::TableLayout;
 use crate::spec::types::{DataType, TypeRoot};
 use crate::spec::{KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND};
@@ -158,33 +159,41 @@ fn array_map(key: &DataType, value: &DataType, row_name: &str) -> Option<serde_j
 }
 
 /// Encodes `batch` (in `layout`'s file layout) as an Avro object-container file (zstd).
-pub(crate) fn encode(layout: &TableLayout, batch: &RecordBatch) -> Result<Vec<u8>, String> {
+/// A failure to encode a batch the table's layout declared convertible ([`convertible`]): a bug.
+fn bug(message: String) -> crate::error::Error {
+    crate::error::InternalSnafu {
+        message: format!("encoding an Avro data file: {message}"),
+    }
+    .build()
+}
+
+pub(crate) fn encode(layout: &TableLayout, batch: &RecordBatch) -> Result<Vec<u8>> {
     let row = file_row(layout);
     let schema_json = record_schema(&row, ROW_NAME)
-        .ok_or_else(|| "a column type has no Avro form".to_string())?;
-    let schema = apache_avro::Schema::parse(&schema_json).map_err(|e| e.to_string())?;
+        .ok_or_else(|| bug("a column type has no Avro form".to_string()))?;
+    let schema = apache_avro::Schema::parse(&schema_json).map_err(|e| bug(e.to_string()))?;
     let codec = apache_avro::Codec::Zstandard(apache_avro::ZstandardSettings::new(1));
-    let mut w =
-        apache_avro::Writer::with_codec(&schema, Vec::new(), codec).map_err(|e| e.to_string())?;
+    let mut w = apache_avro::Writer::with_codec(&schema, Vec::new(), codec)
+        .map_err(|e| bug(e.to_string()))?;
     for i in 0..batch.num_rows() {
         let fields = row
             .iter()
             .zip(batch.columns())
             .map(|((name, ty), col)| Ok((name.clone(), to_value(col.as_ref(), i, ty)?)))
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>>>()?;
         w.append_value(Value::Record(fields))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| bug(e.to_string()))?;
     }
-    w.into_inner().map_err(|e| e.to_string())
+    w.into_inner().map_err(|e| bug(e.to_string()))
 }
 
 /// One value of `col` at `i`, of Paimon type `ty`, wrapped in the nullable union where it is one.
-fn to_value(col: &dyn Array, i: usize, ty: &DataType) -> Result<Value, String> {
+fn to_value(col: &dyn Array, i: usize, ty: &DataType) -> Result<Value> {
     if col.is_null(i) {
         return if ty.nullable {
             Ok(Value::Union(0, Box::new(Value::Null)))
         } else {
-            Err(format!("a null in a NOT NULL column of type {ty}"))
+            Err(bug(format!("a null in a NOT NULL column of type {ty}")))
         };
     }
     let v = match &ty.root {
@@ -237,7 +246,7 @@ fn to_value(col: &dyn Array, i: usize, ty: &DataType) -> Result<Value, String> {
         TypeRoot::Multiset(element) => {
             map_value(col, i, element, &DataType::new(TypeRoot::Int, false))?
         }
-        TypeRoot::Variant => return Err("VARIANT has no Avro form".to_string()),
+        TypeRoot::Variant => return Err(bug("VARIANT has no Avro form".to_string())),
         TypeRoot::Row(fields) => {
             let s = col.as_struct();
             Value::Record(
@@ -245,7 +254,7 @@ fn to_value(col: &dyn Array, i: usize, ty: &DataType) -> Result<Value, String> {
                     .iter()
                     .zip(s.columns())
                     .map(|(f, c)| Ok((f.name.clone(), to_value(c.as_ref(), i, &f.data_type)?)))
-                    .collect::<Result<_, String>>()?,
+                    .collect::<Result<_>>()?,
             )
         }
     };
@@ -256,7 +265,7 @@ fn to_value(col: &dyn Array, i: usize, ty: &DataType) -> Result<Value, String> {
     })
 }
 
-fn map_value(col: &dyn Array, i: usize, key: &DataType, value: &DataType) -> Result<Value, String> {
+fn map_value(col: &dyn Array, i: usize, key: &DataType, value: &DataType) -> Result<Value> {
     let entries = col.as_map().value(i);
     let (keys, values) = (entries.column(0), entries.column(1));
     if key.is_string() {
@@ -278,11 +287,11 @@ fn map_value(col: &dyn Array, i: usize, key: &DataType, value: &DataType) -> Res
                     ("value".to_string(), to_value(values.as_ref(), j, value)?),
                 ]))
             })
-            .collect::<Result<_, String>>()?,
+            .collect::<Result<_>>()?,
     ))
 }
 
-fn timestamp_at(col: &dyn Array, i: usize) -> Result<i64, String> {
+fn timestamp_at(col: &dyn Array, i: usize) -> Result<i64> {
     use arrow::datatypes::{
         TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
         TimestampSecondType,
@@ -300,7 +309,7 @@ fn timestamp_at(col: &dyn Array, i: usize) -> Result<i64, String> {
         ArrowType::Timestamp(TimeUnit::Nanosecond, _) => {
             col.as_primitive::<TimestampNanosecondType>().value(i)
         }
-        other => return Err(format!("expected a timestamp column, found {other}")),
+        other => return Err(bug(format!("expected a timestamp column, found {other}"))),
     })
 }
 
@@ -325,13 +334,14 @@ pub(crate) fn decode(
     bytes: &[u8],
     target: &SchemaRef,
     name_of: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<RecordBatch>, String> {
-    let reader = apache_avro::Reader::new(bytes).map_err(|e| format!("not an Avro file: {e}"))?;
+) -> Result<Vec<RecordBatch>, Malformed> {
+    let reader =
+        apache_avro::Reader::new(bytes).map_err(|e| Malformed(format!("not an Avro file: {e}")))?;
     let mut records = Vec::new();
     for v in reader {
-        match v.map_err(|e| format!("Avro decode error: {e}"))? {
+        match v.map_err(|e| Malformed(format!("Avro decode error: {e}")))? {
             Value::Record(fields) => records.push(fields),
-            other => return Err(format!("expected a record, found {other:?}")),
+            other => return Err(Malformed(format!("expected a record, found {other:?}"))),
         }
     }
     let mut out = Vec::new();
@@ -344,13 +354,14 @@ pub(crate) fn decode(
                     Some(name) => chunk.iter().map(|r| field(r, &name)).collect(),
                     None => vec![&Value::Null; chunk.len()],
                 };
-                from_values(&values, f.data_type()).map_err(|e| format!("column {}: {e}", f.name()))
+                from_values(&values, f.data_type())
+                    .map_err(|e| Malformed(format!("column {}: {e}", f.name())))
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, Malformed>>()?;
         let opts = RecordBatchOptions::new().with_row_count(Some(chunk.len()));
         out.push(
             RecordBatch::try_new_with_options(Arc::clone(target), columns, &opts)
-                .map_err(|e| format!("does not match the table schema: {e}"))?,
+                .map_err(|e| Malformed(format!("does not match the table schema: {e}")))?,
         );
     }
     Ok(out)
@@ -379,8 +390,8 @@ fn nulls(values: &[&Value]) -> Option<NullBuffer> {
     (buffer.null_count() > 0).then_some(buffer)
 }
 
-fn wrong(v: &Value, ty: &ArrowType) -> String {
-    format!("an Avro value {v:?} cannot be read as {ty}")
+fn wrong(v: &Value, ty: &ArrowType) -> Malformed {
+    Malformed(format!("an Avro value {v:?} cannot be read as {ty}"))
 }
 
 fn long_of(v: &Value) -> Option<i64> {
@@ -399,7 +410,7 @@ fn long_of(v: &Value) -> Option<i64> {
 }
 
 /// Builds an Arrow array of type `ty` from Avro values (already unwrapped from their unions).
-fn from_values(values: &[&Value], ty: &ArrowType) -> Result<ArrayRef, String> {
+fn from_values(values: &[&Value], ty: &ArrowType) -> Result<ArrayRef, Malformed> {
     macro_rules! collect {
         ($f:expr) => {
             values
@@ -408,7 +419,7 @@ fn from_values(values: &[&Value], ty: &ArrowType) -> Result<ArrayRef, String> {
                     Value::Null => Ok(None),
                     v => $f(v).map(Some).ok_or_else(|| wrong(v, ty)),
                 })
-                .collect::<Result<Vec<_>, String>>()?
+                .collect::<Result<Vec<_>, Malformed>>()?
         };
     }
     let array: ArrayRef = match ty {
@@ -468,7 +479,7 @@ fn from_values(values: &[&Value], ty: &ArrowType) -> Result<ArrayRef, String> {
             Arc::new(
                 Decimal128Array::from(unscaled)
                     .with_precision_and_scale(precision, scale)
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| Malformed(e.to_string()))?,
             )
         }
         ArrowType::Date32 | ArrowType::Time32(_) => {
@@ -499,7 +510,7 @@ fn from_values(values: &[&Value], ty: &ArrowType) -> Result<ArrayRef, String> {
                     child,
                     nulls(values),
                 )
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| Malformed(e.to_string()))?,
             )
         }
         ArrowType::Struct(fields) => {
@@ -515,7 +526,7 @@ fn from_values(values: &[&Value], ty: &ArrowType) -> Result<ArrayRef, String> {
         }
         ArrowType::Map(entries, sorted) => {
             let ArrowType::Struct(kv) = entries.data_type() else {
-                return Err(format!("map entries of {ty} are not a struct"));
+                return Err(Malformed(format!("map entries of {ty} are not a struct")));
             };
             let mut lengths = Vec::with_capacity(values.len());
             let mut pairs: Vec<(Value, &Value)> = Vec::new();
@@ -550,8 +561,8 @@ fn from_values(values: &[&Value], ty: &ArrowType) -> Result<ArrayRef, String> {
                 from_values(&keys, kv[0].data_type())?,
                 from_values(&vals, kv[1].data_type())?,
             ];
-            let entries_array =
-                StructArray::try_new(kv.clone(), columns, None).map_err(|e| e.to_string())?;
+            let entries_array = StructArray::try_new(kv.clone(), columns, None)
+                .map_err(|e| Malformed(e.to_string()))?;
             Arc::new(
                 MapArray::try_new(
                     Arc::clone(entries),
@@ -560,10 +571,10 @@ fn from_values(values: &[&Value], ty: &ArrowType) -> Result<ArrayRef, String> {
                     nulls(values),
                     *sorted,
                 )
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| Malformed(e.to_string()))?,
             )
         }
-        other => return Err(format!("Avro data files cannot hold {other}")),
+        other => return Err(Malformed(format!("Avro data files cannot hold {other}"))),
     };
     Ok(array)
 }
@@ -572,7 +583,7 @@ fn struct_of(
     fields: &Fields,
     records: &[Option<&[(String, Value)]>],
     nulls: Option<NullBuffer>,
-) -> Result<ArrayRef, String> {
+) -> Result<ArrayRef, Malformed> {
     let columns = fields
         .iter()
         .map(|f: &FieldRef| {
@@ -582,20 +593,21 @@ fn struct_of(
                 .collect();
             from_values(&values, f.data_type())
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, Malformed>>()?;
     Ok(Arc::new(
-        StructArray::try_new(fields.clone(), columns, nulls).map_err(|e| e.to_string())?,
+        StructArray::try_new(fields.clone(), columns, nulls)
+            .map_err(|e| Malformed(e.to_string()))?,
     ))
 }
 
 /// The same values under another type of the same width (Int32 as Date32, Int64 as Timestamp).
-fn retype(array: &dyn Array, ty: &ArrowType) -> Result<ArrayRef, String> {
+fn retype(array: &dyn Array, ty: &ArrowType) -> Result<ArrayRef, Malformed> {
     let data = array
         .to_data()
         .into_builder()
         .data_type(ty.clone())
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Malformed(e.to_string()))?;
     Ok(make_array(data))
 }
 

@@ -21,7 +21,7 @@ use arrow::row::{RowConverter, Rows};
 use roaring::RoaringBitmap;
 use snafu::ResultExt;
 
-use crate::error::{ArrowSnafu, InternalSnafu, Result};
+use crate::error::{ArrowSnafu, InternalSnafu, Malformed, Result};
 
 use crate::spec::deletion_vector::{write_32, write_64, DeletionVector};
 use crate::spec::index_manifest::{IndexFileMeta, IndexManifestEntry, DELETION_VECTORS_INDEX};
@@ -61,7 +61,7 @@ impl BucketVectors {
         base: Option<String>,
         vectors: impl IntoIterator<Item = (String, DeletionVector)>,
         live: &HashSet<&str>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Malformed> {
         let mut out = Marks::new();
         let mut dropped = false;
         for (file, dv) in vectors {
@@ -71,16 +71,7 @@ impl BucketVectors {
             }
             let bits = match dv {
                 DeletionVector::Bits32(b) => b,
-                DeletionVector::Bits64(b) => {
-                    let mut bits = RoaringBitmap::new();
-                    for p in b.iter() {
-                        let p = u32::try_from(p).map_err(|_| {
-                            format!("deletion vector of {file}: position {p} is beyond 32 bits")
-                        })?;
-                        bits.insert(p);
-                    }
-                    bits
-                }
+                wide => wide.positions_32(&file)?,
             };
             if !bits.is_empty() {
                 out.insert(file, bits);
@@ -274,13 +265,8 @@ impl crate::table::Table {
             .deletion_vectors(snapshot_id, entries, partition, bucket, None)
             .await?;
         let live: HashSet<&str> = live.iter().map(|f| f.file_name.as_str()).collect();
-        BucketVectors::loaded(base, vectors, &live).map_err(|message| {
-            crate::error::CorruptSnafu {
-                path: format!("{} (bucket {bucket})", self.identifier()),
-                message,
-            }
-            .build()
-        })
+        BucketVectors::loaded(base, vectors, &live)
+            .map_err(|e| e.at(format!("{} (bucket {bucket})", self.identifier())))
     }
 }
 
@@ -425,6 +411,6 @@ mod tests {
         t.insert(1 << 40);
         let e = BucketVectors::loaded(None, [("a".to_string(), DeletionVector::Bits64(t))], &live)
             .unwrap_err();
-        assert!(e.contains("beyond 32 bits"), "{e}");
+        assert!(e.0.contains("beyond 32 bits"), "{e}");
     }
 }

@@ -33,7 +33,7 @@ use snafu::ResultExt;
 use super::data_file::RunFile;
 use super::evolution::FileRef;
 use super::key_filter::gallop;
-use crate::error::{ArrowSnafu, Result};
+use crate::error::{ArrowSnafu, LocalIoSnafu, Result};
 use crate::lsm::merge::stream::RunStream;
 
 /// Where lookup files are kept and how much of them (`[storage] lookup_dir`, `lookup_disk_mb`).
@@ -152,28 +152,33 @@ impl Store {
     }
 
     /// Writes `rows` as the lookup file `key` (a temporary file, then renamed) and maps it.
-    fn keep(&self, key: &str, rows: &RecordBatch) -> std::result::Result<Arc<RecordBatch>, String> {
-        let bytes = to_ipc(rows).map_err(|e| e.to_string())?;
+    fn keep(&self, key: &str, rows: &RecordBatch) -> Result<Arc<RecordBatch>> {
+        let path = self.dir.join(key);
+        let shown = path.display().to_string();
+        let bytes = to_ipc(rows).context(ArrowSnafu {
+            context: format!("encoding the lookup file {shown}"),
+        })?;
         let tmp = self
             .dir
             .join(format!(".{key}.{}.tmp", uuid::Uuid::new_v4().simple()));
-        let path = self.dir.join(key);
         let written = std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, &path));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
-            return Err(e.to_string());
+            return Err(e).context(LocalIoSnafu { path: shown });
         }
-        let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+        let file = std::fs::File::open(&path).context(LocalIoSnafu { path: &shown })?;
         // SAFETY: the file is this process's own: written whole above under a fresh name in a
         // directory only this process uses, and never written again. Deleting it (an eviction)
         // leaves the mapping valid until its last reader drops it.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
+        let map = unsafe { memmap2::Mmap::map(&file) }.context(LocalIoSnafu { path: &shown })?;
         let mapped = Arc::new(
             from_ipc(
                 Buffer::from(bytes::Bytes::from_owner(map)),
                 rows.schema_ref(),
             )
-            .map_err(|e| e.to_string())?,
+            .context(ArrowSnafu {
+                context: format!("mapping the lookup file {shown}"),
+            })?,
         );
         self.files.insert(
             key.to_string(),

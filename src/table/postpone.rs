@@ -78,24 +78,16 @@ impl Table {
             .partition_filter(partition_filter)
             .all_levels()
             .with_postpone();
-        let pruning = Pruning::new(&layout, &scan).map_err(|message| {
-            crate::error::InvalidArgumentSnafu {
-                message: format!("compaction of {}: {message}", self.identifier()),
-            }
-            .build()
-        })?;
+        let pruning = Pruning::new(self.identifier(), &layout, &scan)?;
         let mut report = CompactReport::default();
         let Some(snapshot) = self.snapshot_manager().latest().await? else {
             return Ok(report);
         };
         let mut partitions: BTreeMap<Vec<u8>, PartitionFiles> = BTreeMap::new();
         for e in self.manifest_manager().live_entries(&snapshot).await? {
-            let keep = pruning.keeps(&e).map_err(|message| {
-                InternalSnafu {
-                    message: format!("compaction of {}: {message}", self.identifier()),
-                }
-                .build()
-            })?;
+            let keep = pruning
+                .keeps(&e)
+                .map_err(|m| m.at(format!("{} snapshot {}", self.identifier(), snapshot.id)))?;
             if !keep {
                 continue;
             }

@@ -597,13 +597,8 @@ impl TableRead {
                                 deleted: vectors
                                     .get(&meta.file_name)
                                     .map(|dv| {
-                                        dv.positions_32(&meta.file_name).map_err(|message| {
-                                            crate::error::CorruptSnafu {
-                                                path: meta.file_name.clone(),
-                                                message,
-                                            }
-                                            .build()
-                                        })
+                                        dv.positions_32(&meta.file_name)
+                                            .map_err(|e| e.at(&meta.file_name))
                                     })
                                     .transpose()?,
                                 ordinal: None,

@@ -37,7 +37,7 @@ pub trait RowPredicate: Send + Sync + std::fmt::Debug {
     fn columns(&self) -> &[String];
     /// Whether each row of `batch` (the columns of [`Self::columns`], in that order, with the
     /// table's types) may be kept; null counts as not kept.
-    fn evaluate(&self, batch: &RecordBatch) -> std::result::Result<BooleanArray, String>;
+    fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray>;
     /// Whether the test can reject anything now (a dynamic filter before its first bar cannot):
     /// while it cannot, rows are read without it, one batch's worth at a time, so the bar the
     /// first batches set applies to the rest.
@@ -190,7 +190,10 @@ impl<R: ChunkReader + Clone + 'static> FilteredRead<R> {
                     })
                     .collect::<std::result::Result<Vec<_>, _>>()?;
                 let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
-                predicate.evaluate(&batch).map_err(ArrowError::ComputeError)
+                // Carried whole, so its class survives Parquet's reader.
+                predicate
+                    .evaluate(&batch)
+                    .map_err(|e| ArrowError::ExternalError(Box::new(e)))
             });
             builder = builder.with_row_filter(RowFilter::new(vec![Box::new(test)]));
         }
@@ -350,7 +353,7 @@ mod tests {
             &self.columns
         }
 
-        fn evaluate(&self, batch: &RecordBatch) -> std::result::Result<BooleanArray, String> {
+        fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             let bar = self.bar.load(Ordering::SeqCst);
             let v = batch.column(0).as_primitive::<Int64Type>();

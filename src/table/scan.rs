@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::Table;
-use crate::error::{NotFoundSnafu, Result};
+use crate::error::{invalid, Malformed, NotFoundSnafu, Result};
 use crate::spec::binary_row::{self, Datum};
 use crate::spec::{DataFileMeta, ManifestEntry, MergeEngine, Snapshot};
 
@@ -174,23 +174,14 @@ impl ScanBuilder {
             });
         };
         let layout = table.layout()?;
-        let pruning = Pruning::new(&layout, self).map_err(|m| {
-            crate::error::InvalidArgumentSnafu {
-                message: format!("table {}: {m}", table.identifier()),
-            }
-            .build()
-        })?;
+        let pruning = Pruning::new(table.identifier(), &layout, self)?;
         let entries = table
             .manifest_manager()
             .live_entries_shared(&snapshot)
             .await?;
-        let splits = pruning.splits(entries.iter()).map_err(|message| {
-            crate::error::CorruptSnafu {
-                path: format!("{} snapshot {}", table.identifier(), snapshot.id),
-                message,
-            }
-            .build()
-        })?;
+        let splits = pruning
+            .splits(entries.iter())
+            .map_err(|e| e.at(format!("{} snapshot {}", table.identifier(), snapshot.id)))?;
         // Files written under older schemas are read through their own schema.
         table
             .load_file_schemas(splits.iter().flat_map(|s: &Split| s.files.iter()))
@@ -225,18 +216,19 @@ pub(crate) struct Pruning {
 }
 
 impl Pruning {
-    /// The pruning `scan` asks of a table of `layout`; an error names a filter key that is not a
-    /// partition key.
+    /// The pruning `scan` asks of `table` (of `layout`); a filter key that is not a partition key
+    /// is the request's mistake.
     pub(crate) fn new(
+        table: &impl std::fmt::Display,
         layout: &crate::schema::TableLayout,
         scan: &ScanBuilder,
-    ) -> std::result::Result<Self, String> {
+    ) -> Result<Self> {
         let keys = &layout.schema.partition_keys;
         let mut partition = Vec::new();
         for (k, v) in &scan.partition_filter {
             match keys.iter().position(|p| p == k) {
                 Some(i) => partition.push((i, v.clone())),
-                None => return Err(format!("'{k}' is not a partition key")),
+                None => return invalid!("table {table}: '{k}' is not a partition key"),
             }
         }
         let pk = layout.is_primary_key_table();
@@ -269,7 +261,7 @@ impl Pruning {
     }
 
     /// Whether entry `e` may hold a wanted row; an error says which partition row is undecodable.
-    pub(crate) fn keeps(&self, e: &ManifestEntry) -> std::result::Result<bool, String> {
+    pub(crate) fn keeps(&self, e: &ManifestEntry) -> std::result::Result<bool, Malformed> {
         if self.skip_level0 && e.file.level == 0 {
             return Ok(false);
         }
@@ -296,7 +288,7 @@ impl Pruning {
         }
         if !self.partition.is_empty() {
             let values = binary_row::deserialize(&e.partition, &self.partition_types)
-                .map_err(|err| format!("partition row: {err}"))?;
+                .map_err(|err| Malformed(format!("partition row: {err}")))?;
             let keep = self.partition.iter().all(|(i, v)| {
                 values
                     .get(*i)
@@ -314,7 +306,7 @@ impl Pruning {
     pub(crate) fn splits<'a>(
         &self,
         entries: impl IntoIterator<Item = &'a ManifestEntry>,
-    ) -> std::result::Result<Vec<Split>, String> {
+    ) -> std::result::Result<Vec<Split>, Malformed> {
         let mut groups: BTreeMap<(&[u8], i32), Vec<DataFileMeta>> = BTreeMap::new();
         for e in entries {
             if self.keeps(e)? {
@@ -412,17 +404,16 @@ mod tests {
     fn partition_filters_keep_only_their_partition_and_name_bad_keys() {
         let l = layout("");
         let s = scan().partition_filter(vec![("dt".into(), Datum::String("a".into()))]);
-        let p = Pruning::new(&l, &s).unwrap();
+        let p = Pruning::new(&"t", &l, &s).unwrap();
         assert!(p.keeps(&entry("a", 0, 0, (1, 5))).unwrap());
         assert!(!p.keeps(&entry("b", 0, 0, (1, 5))).unwrap());
         let bad = scan().partition_filter(vec![("v".into(), Datum::String("a".into()))]);
-        assert_eq!(
-            Pruning::new(&l, &bad).unwrap_err(),
-            "'v' is not a partition key"
-        );
+        let e = Pruning::new(&"t", &l, &bad).unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::InvalidArgument);
+        assert_eq!(e.to_string(), "table t: 'v' is not a partition key");
         let mut broken = entry("a", 0, 0, (1, 5));
         broken.partition = vec![1, 2, 3];
-        assert!(p.keeps(&broken).unwrap_err().starts_with("partition row"));
+        assert!(p.keeps(&broken).unwrap_err().0.starts_with("partition row"));
     }
 
     #[test]
@@ -432,7 +423,7 @@ mod tests {
             Some((Datum::BigInt(10), true)),
             Some((Datum::BigInt(20), false)),
         );
-        let p = Pruning::new(&l, &s).unwrap();
+        let p = Pruning::new(&"t", &l, &s).unwrap();
         assert!(
             p.keeps(&entry("a", 0, 0, (1, 10))).unwrap(),
             "touches the inclusive lower bound"
@@ -452,22 +443,22 @@ mod tests {
     fn a_bucket_key_reads_one_bucket_and_first_row_tables_skip_level_0() {
         let l = layout("");
         let s = scan().bucket_key(vec![Datum::BigInt(7)]);
-        let p = Pruning::new(&l, &s).unwrap();
+        let p = Pruning::new(&"t", &l, &s).unwrap();
         let kept: Vec<i32> = (0..2)
             .filter(|b| p.keeps(&entry("a", *b, 0, (1, 9))).unwrap())
             .collect();
         assert_eq!(kept.len(), 1, "exactly one bucket holds key 7: {kept:?}");
         let first_row = layout(r#","merge-engine":"first-row""#);
-        let p = Pruning::new(&first_row, &scan()).unwrap();
+        let p = Pruning::new(&"t", &first_row, &scan()).unwrap();
         assert!(!p.keeps(&entry("a", 0, 0, (1, 2))).unwrap());
         assert!(p.keeps(&entry("a", 0, 1, (1, 2))).unwrap());
-        let p = Pruning::new(&first_row, &scan().all_levels()).unwrap();
+        let p = Pruning::new(&"t", &first_row, &scan().all_levels()).unwrap();
         assert!(p.keeps(&entry("a", 0, 0, (1, 2))).unwrap());
     }
 
     #[test]
     fn splits_group_by_partition_and_bucket_in_order() {
-        let p = Pruning::new(&layout(""), &scan()).unwrap();
+        let p = Pruning::new(&"t", &layout(""), &scan()).unwrap();
         let splits = p
             .splits(&[
                 entry("b", 1, 0, (1, 2)),

@@ -3,6 +3,7 @@
 //! Which function a column has, and whether its type allows it, is configuration
 //! ([`super::config::AggSpec`]); this module holds the accumulators and the engine's merge.
 
+use crate::error::{internal, invalid_argument, Result};
 use std::cmp::Ordering;
 
 use super::config::{AggFunction, AggSpec, MergeConfig};
@@ -25,7 +26,7 @@ impl AggState {
     }
 
     /// Folds `input` into the accumulator.
-    pub(super) fn agg(&mut self, spec: &AggSpec, input: &Datum) -> Result<(), String> {
+    pub(super) fn agg(&mut self, spec: &AggSpec, input: &Datum) -> Result<()> {
         let acc = std::mem::replace(&mut self.value, Datum::Null);
         self.value = match spec.function {
             AggFunction::PrimaryKey | AggFunction::LastValue => input.clone(),
@@ -96,7 +97,7 @@ impl AggState {
     }
 
     /// Takes `input` back out of the accumulator (-U/-D).
-    pub(super) fn retract(&mut self, spec: &AggSpec, input: &Datum) -> Result<(), String> {
+    pub(super) fn retract(&mut self, spec: &AggSpec, input: &Datum) -> Result<()> {
         if spec.ignore_retract {
             return Ok(());
         }
@@ -122,11 +123,11 @@ impl AggState {
             },
             other => {
                 self.value = acc;
-                return Err(format!(
+                return Err(invalid_argument(format!(
                     "Aggregate function '{}' does not support retraction, If you allow this function to ignore \
                      retraction messages, you can configure 'fields.${{field_name}}.ignore-retract'='true'.",
                     other.name()
-                ));
+                )));
             }
         };
         Ok(())
@@ -175,13 +176,25 @@ enum Op {
     Div,
 }
 
-fn negate(d: &Datum) -> Result<Datum, String> {
+fn negate(d: &Datum) -> Result<Datum> {
     Ok(match d {
         Datum::Null => Datum::Null,
-        Datum::TinyInt(v) => Datum::TinyInt(v.checked_neg().ok_or("byte overflow")?),
-        Datum::SmallInt(v) => Datum::SmallInt(v.checked_neg().ok_or("short overflow")?),
-        Datum::Int(v) => Datum::Int(v.checked_neg().ok_or("int overflow")?),
-        Datum::BigInt(v) => Datum::BigInt(v.checked_neg().ok_or("long overflow")?),
+        Datum::TinyInt(v) => Datum::TinyInt(
+            v.checked_neg()
+                .ok_or_else(|| invalid_argument("byte overflow"))?,
+        ),
+        Datum::SmallInt(v) => Datum::SmallInt(
+            v.checked_neg()
+                .ok_or_else(|| invalid_argument("short overflow"))?,
+        ),
+        Datum::Int(v) => Datum::Int(
+            v.checked_neg()
+                .ok_or_else(|| invalid_argument("int overflow"))?,
+        ),
+        Datum::BigInt(v) => Datum::BigInt(
+            v.checked_neg()
+                .ok_or_else(|| invalid_argument("long overflow"))?,
+        ),
         Datum::Float(v) => Datum::Float(-v),
         Datum::Double(v) => Datum::Double(-v),
         Datum::Decimal {
@@ -193,7 +206,7 @@ fn negate(d: &Datum) -> Result<Datum, String> {
             precision: *precision,
             scale: *scale,
         },
-        other => return Err(format!("cannot negate {other:?}")),
+        other => return Err(invalid_argument(format!("cannot negate {other:?}"))),
     })
 }
 
@@ -206,16 +219,18 @@ macro_rules! int_op {
             Op::Mul => a.checked_mul(b),
             Op::Div => {
                 if b == 0 {
-                    return Err("/ by zero".into());
+                    return Err(invalid_argument("/ by zero"));
                 }
                 a.checked_div(b)
             }
         };
-        $ctor(r.ok_or_else(|| format!(concat!($what, " overflow: {} {:?} {}"), a, $op, b))?)
+        $ctor(r.ok_or_else(|| {
+            invalid_argument(format!(concat!($what, " overflow: {} {:?} {}"), a, $op, b))
+        })?)
     }};
 }
 
-fn arith(a: &Datum, b: &Datum, op: Op) -> Result<Datum, String> {
+fn arith(a: &Datum, b: &Datum, op: Op) -> Result<Datum> {
     Ok(match (a, b) {
         (Datum::TinyInt(x), Datum::TinyInt(y)) => int_op!(*x, *y, op, "byte", Datum::TinyInt),
         (Datum::SmallInt(x), Datum::SmallInt(y)) => int_op!(*x, *y, op, "short", Datum::SmallInt),
@@ -272,15 +287,12 @@ fn arith(a: &Datum, b: &Datum, op: Op) -> Result<Datum, String> {
                 _ => Datum::Null,
             }
         }
-        _ => return Err(format!("cannot combine {a:?} and {b:?}")),
+        _ => return Err(invalid_argument(format!("cannot combine {a:?} and {b:?}"))),
     })
 }
 
 /// The `aggregation` merge engine over one key's records (oldest first).
-pub(super) fn merge(
-    g: &super::GroupInput<'_>,
-    config: &MergeConfig,
-) -> Result<super::Merged, String> {
+pub(super) fn merge(g: &super::GroupInput<'_>, config: &MergeConfig) -> Result<super::Merged> {
     let n = config.types.len();
     let mut states: Vec<AggState> = (0..n).map(|_| AggState::new(Datum::Null)).collect();
     let mut current_delete = false;
@@ -291,7 +303,7 @@ pub(super) fn merge(
         if current_delete {
             for (i, v) in values.iter().enumerate() {
                 if v.is_null() && !config.types[i].nullable {
-                    return Err(format!("Field {i} can not be null"));
+                    return Err(invalid_argument(format!("Field {i} can not be null")));
                 }
                 states[i] = AggState::new(v.clone());
             }
@@ -300,7 +312,7 @@ pub(super) fn merge(
         for (i, v) in values.iter().enumerate() {
             let spec = config.aggregators[i]
                 .as_ref()
-                .ok_or("aggregation without a function")?;
+                .ok_or_else(|| internal("aggregation without a function"))?;
             if kind.is_retract() {
                 states[i].retract(spec, v)?;
             } else {
@@ -313,7 +325,7 @@ pub(super) fn merge(
     } else {
         crate::spec::RowKind::Insert
     };
-    let base = *g.rows.last().ok_or("empty group")?;
+    let base = *g.rows.last().ok_or_else(|| internal("an empty group"))?;
     Ok(super::Merged::Built {
         base,
         kind,
@@ -334,15 +346,17 @@ mod tests {
         }
     }
 
-    fn fold(f: AggFunction, inputs: &[(Datum, bool)]) -> Result<Datum, String> {
+    /// The folded value, or the error's message.
+    fn fold(f: AggFunction, inputs: &[(Datum, bool)]) -> std::result::Result<Datum, String> {
         let s = spec(f);
         let mut st = AggState::new(Datum::Null);
         for (d, retract) in inputs {
-            if *retract {
-                st.retract(&s, d)?;
+            let r = if *retract {
+                st.retract(&s, d)
             } else {
-                st.agg(&s, d)?;
-            }
+                st.agg(&s, d)
+            };
+            r.map_err(|e| e.to_string())?;
         }
         Ok(st.value)
     }
@@ -460,6 +474,9 @@ mod tests {
             st.agg(&distinct, &String(v.into())).unwrap();
         }
         assert_eq!(st.value, String("a,b,c".into()));
-        assert!(AggFunction::parse("count").unwrap_err().contains("sum"));
+        assert!(AggFunction::parse("count")
+            .unwrap_err()
+            .to_string()
+            .contains("sum"));
     }
 }

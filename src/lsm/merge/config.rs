@@ -2,6 +2,7 @@
 //! sequence fields, partial-update sequence groups and per-field aggregate functions. Built once per
 //! schema and validated with Paimon's rules, so a table Paimon would reject is rejected here too.
 
+use crate::error::{invalid_argument, Result};
 use std::collections::BTreeMap;
 
 use crate::spec::{CoreOptions, DataType, MergeEngine, TableSchema, TypeRoot};
@@ -25,7 +26,7 @@ pub enum AggFunction {
 }
 
 impl AggFunction {
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self> {
         Ok(match name.trim() {
             "sum" => Self::Sum,
             "product" => Self::Product,
@@ -38,12 +39,15 @@ impl AggFunction {
             "listagg" => Self::ListAgg,
             "bool_and" => Self::BoolAnd,
             "bool_or" => Self::BoolOr,
-            "count" => return Err(
+            "count" => return Err(invalid_argument(
                 "aggregate function 'count' does not exist in Paimon (it was removed because it \
-                            cannot be retracted correctly); use 'sum' over a column of 1s"
-                    .into(),
-            ),
-            other => return Err(format!("unknown aggregate function '{other}'")),
+                            cannot be retracted correctly); use 'sum' over a column of 1s",
+            )),
+            other => {
+                return Err(invalid_argument(format!(
+                    "unknown aggregate function '{other}'"
+                )))
+            }
         })
     }
 
@@ -92,23 +96,23 @@ fn numeric(ty: &DataType) -> bool {
 
 impl AggSpec {
     /// The type checks Paimon's aggregator factories make.
-    pub fn validate(&self, field: &str, ty: &DataType) -> Result<(), String> {
+    pub fn validate(&self, field: &str, ty: &DataType) -> Result<()> {
         let t = ty.clone().with_nullable(true);
         match self.function {
             AggFunction::Sum if !numeric(ty) => {
-                Err(format!("Data type for sum column must be 'NumericType' but was '{t}'."))
+                Err(invalid_argument(format!("Data type for sum column must be 'NumericType' but was '{t}'.")))
             }
             AggFunction::Product if !numeric(ty) => {
-                Err(format!("Data type for product column must be 'NumericType' but was '{t}'."))
+                Err(invalid_argument(format!("Data type for product column must be 'NumericType' but was '{t}'.")))
             }
-            AggFunction::ListAgg if !MergeConfig::is_unbounded_string(ty) => Err(format!(
+            AggFunction::ListAgg if !MergeConfig::is_unbounded_string(ty) => Err(invalid_argument(format!(
                 "Data type for list agg column '{field}' must be STRING (unbounded VARCHAR), but was '{t}'."
-            )),
+            ))),
             AggFunction::BoolAnd if ty.root != TypeRoot::Boolean => {
-                Err(format!("Data type for bool and column must be 'BooleanType' but was '{t}'."))
+                Err(invalid_argument(format!("Data type for bool and column must be 'BooleanType' but was '{t}'.")))
             }
             AggFunction::BoolOr if ty.root != TypeRoot::Boolean => {
-                Err(format!("Data type for bool or column must be 'BooleanType' but was '{t}'."))
+                Err(invalid_argument(format!("Data type for bool or column must be 'BooleanType' but was '{t}'.")))
             }
             _ => Ok(()),
         }
@@ -148,12 +152,12 @@ pub struct MergeConfig {
     pub aggregators: Vec<Option<AggSpec>>,
 }
 
-fn fail<T>(message: impl Into<String>) -> Result<T, String> {
-    Err(message.into())
+fn fail<T>(message: impl Into<String>) -> Result<T> {
+    Err(invalid_argument(message))
 }
 
 impl MergeConfig {
-    pub fn from_schema(schema: &TableSchema) -> Result<Self, String> {
+    pub fn from_schema(schema: &TableSchema) -> Result<Self> {
         let opts = CoreOptions::new(&schema.options);
         let engine = opts.merge_engine()?;
         let names: Vec<String> = schema.fields.iter().map(|f| f.name.clone()).collect();
@@ -251,7 +255,7 @@ impl MergeConfig {
         let default_function = opts
             .get("fields.default-aggregate-function")
             .map(str::to_string);
-        let spec_for = |i: usize, function: AggFunction| -> Result<AggSpec, String> {
+        let spec_for = |i: usize, function: AggFunction| -> Result<AggSpec> {
             let o = field_options.get(&names[i]);
             let get = |k: &str| o.and_then(|m| m.get(k)).map(String::as_str);
             let spec = AggSpec {

@@ -26,7 +26,7 @@ use arrow::datatypes::{Int64Type, Int8Type};
 use arrow::row::{RowConverter, Rows, SortField};
 use snafu::ResultExt;
 
-use crate::error::{ArrowSnafu, InvalidArgumentSnafu, Result};
+use crate::error::{ArrowSnafu, Result};
 use crate::spec::binary_row::Datum;
 use crate::spec::datum::{datum_at, datums_to_array};
 use crate::spec::{MergeEngine, RowKind};
@@ -69,7 +69,7 @@ impl GroupInput<'_> {
     }
 
     /// The table-column values of one record (engines that need them read every column).
-    fn values(&self, row: u32) -> Result<Vec<Datum>, String> {
+    fn values(&self, row: u32) -> Result<Vec<Datum>> {
         (0..self.config.types.len())
             .map(|i| {
                 datum_at(
@@ -77,7 +77,6 @@ impl GroupInput<'_> {
                     row as usize,
                     &self.config.types[i],
                 )
-                .map_err(|e| e.to_string())
             })
             .collect()
     }
@@ -277,13 +276,12 @@ pub fn merge_runs(runs: &[RecordBatch], spec: &MergeSpec) -> Result<Option<Recor
         let merged = if rows.len() == 1 {
             Merged::Row(rows[0])
         } else {
-            let r = match config.engine {
-                MergeEngine::Deduplicate => Ok(deduplicate::merge(&g, config.ignore_delete)),
-                MergeEngine::FirstRow => first_row::merge(&g, config.ignore_delete),
-                MergeEngine::PartialUpdate => partial_update::merge(&g, config),
-                MergeEngine::Aggregation => aggregate::merge(&g, config),
-            };
-            r.map_err(|message| InvalidArgumentSnafu { message }.build())?
+            match config.engine {
+                MergeEngine::Deduplicate => deduplicate::merge(&g, config.ignore_delete),
+                MergeEngine::FirstRow => first_row::merge(&g, config.ignore_delete)?,
+                MergeEngine::PartialUpdate => partial_update::merge(&g, config)?,
+                MergeEngine::Aggregation => aggregate::merge(&g, config)?,
+            }
         };
         match merged {
             Merged::Nothing => {}

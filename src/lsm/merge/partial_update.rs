@@ -1,6 +1,7 @@
 //! `partial-update`: later records fill in the non-null fields of earlier ones; sequence groups
 //! order sets of fields independently and may carry aggregate functions.
 
+use crate::error::{internal, invalid_argument, Result};
 use std::cmp::Ordering;
 
 use super::aggregate::AggState;
@@ -24,10 +25,10 @@ struct State<'c> {
     filled: bool,
 }
 
-fn check_not_null(config: &MergeConfig, values: &[Datum]) -> Result<(), String> {
+fn check_not_null(config: &MergeConfig, values: &[Datum]) -> Result<()> {
     for (i, v) in values.iter().enumerate() {
         if v.is_null() && !config.types[i].nullable {
-            return Err(format!("Field {i} can not be null"));
+            return Err(invalid_argument(format!("Field {i} can not be null")));
         }
     }
     Ok(())
@@ -45,7 +46,7 @@ fn compare_group(seq: &[usize], input: &[Datum], row: &[Datum]) -> Ordering {
 }
 
 impl State<'_> {
-    fn set_row(&mut self, values: &[Datum]) -> Result<(), String> {
+    fn set_row(&mut self, values: &[Datum]) -> Result<()> {
         check_not_null(self.config, values)?;
         self.row = values.to_vec();
         for (i, a) in self.aggs.iter_mut().enumerate() {
@@ -56,8 +57,10 @@ impl State<'_> {
         Ok(())
     }
 
-    fn agg_value(&mut self, i: usize, input: &Datum, reversed: bool) -> Result<(), String> {
-        let spec = self.config.aggregators[i].as_ref().ok_or("no aggregator")?;
+    fn agg_value(&mut self, i: usize, input: &Datum, reversed: bool) -> Result<()> {
+        let spec = self.config.aggregators[i]
+            .as_ref()
+            .ok_or_else(|| internal("a partial-update column without an aggregator"))?;
         let state = self.aggs[i].get_or_insert_with(|| AggState::new(Datum::Null));
         state.value = self.row[i].clone();
         if reversed {
@@ -72,8 +75,10 @@ impl State<'_> {
         Ok(())
     }
 
-    fn retract_value(&mut self, i: usize, input: &Datum) -> Result<(), String> {
-        let spec = self.config.aggregators[i].as_ref().ok_or("no aggregator")?;
+    fn retract_value(&mut self, i: usize, input: &Datum) -> Result<()> {
+        let spec = self.config.aggregators[i]
+            .as_ref()
+            .ok_or_else(|| internal("a partial-update column without an aggregator"))?;
         let state = self.aggs[i].get_or_insert_with(|| AggState::new(Datum::Null));
         state.value = self.row[i].clone();
         state.retract(spec, input)?;
@@ -81,7 +86,7 @@ impl State<'_> {
         Ok(())
     }
 
-    fn add(&mut self, values: &[Datum]) -> Result<(), String> {
+    fn add(&mut self, values: &[Datum]) -> Result<()> {
         self.meet_insert = true;
         self.filled = true;
         if self.config.groups.is_empty() {
@@ -89,7 +94,7 @@ impl State<'_> {
                 if !v.is_null() {
                     self.row[i] = v.clone();
                 } else if !self.config.types[i].nullable {
-                    return Err(format!("Field {i} can not be null"));
+                    return Err(invalid_argument(format!("Field {i} can not be null")));
                 }
             }
             return Ok(());
@@ -133,7 +138,7 @@ impl State<'_> {
         Ok(())
     }
 
-    fn retract(&mut self, values: &[Datum], kind: RowKind) -> Result<(), String> {
+    fn retract(&mut self, values: &[Datum], kind: RowKind) -> Result<()> {
         let config = self.config;
         if !self.filled {
             self.set_row(values)?;
@@ -180,11 +185,11 @@ impl State<'_> {
             }
             return Ok(());
         }
-        Err(REJECT_DELETE.to_string())
+        Err(invalid_argument(REJECT_DELETE))
     }
 }
 
-pub(super) fn merge(g: &GroupInput<'_>, config: &MergeConfig) -> Result<Merged, String> {
+pub(super) fn merge(g: &GroupInput<'_>, config: &MergeConfig) -> Result<Merged> {
     let mut state = State {
         config,
         row: vec![Datum::Null; config.types.len()],
@@ -208,7 +213,7 @@ pub(super) fn merge(g: &GroupInput<'_>, config: &MergeConfig) -> Result<Merged, 
     } else {
         RowKind::Insert
     };
-    let base = *g.rows.last().ok_or("empty group")?;
+    let base = *g.rows.last().ok_or_else(|| internal("an empty group"))?;
     Ok(Merged::Built {
         base,
         kind,

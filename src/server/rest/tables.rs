@@ -15,6 +15,7 @@ use super::wire::{about, location, ok, page, parse_body, Query};
 use super::RestError;
 use crate::catalog::Catalog;
 use crate::error::ErrorKind;
+use crate::error::Refusal;
 use crate::spec::identifier::Identifier;
 use crate::spec::TableSchema;
 use crate::table::Table;
@@ -74,7 +75,7 @@ pub(super) async fn alter(
         .iter()
         .map(|c| schema_change(c, table))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|m| RestError::new(ErrorKind::InvalidArgument, format!("table '{id}': {m}")))?;
+        .map_err(|r| RestError::from(r.of(format_args!("table '{id}'"))))?;
     if changes.is_empty() {
         return Err(RestError::new(
             ErrorKind::InvalidArgument,
@@ -269,38 +270,40 @@ pub(super) async fn create(
 pub(crate) fn schema_change(
     change: &Value,
     table: &Table,
-) -> Result<crate::schema::change::SchemaChange, String> {
+) -> Result<crate::schema::change::SchemaChange, Refusal> {
     use crate::schema::change::{ColumnMove, SchemaChange};
-    let text = |key: &str| -> Result<String, String> {
+    let text = |key: &str| -> Result<String, Refusal> {
         change
             .get(key)
             .and_then(Value::as_str)
             .map(str::to_string)
-            .ok_or_else(|| format!("schema change {change}: no string '{key}'"))
+            .ok_or_else(|| Refusal(format!("schema change {change}: no string '{key}'")))
     };
     let opt_text = |key: &str| change.get(key).and_then(Value::as_str).map(str::to_string);
-    let column = || -> Result<String, String> {
+    let column = || -> Result<String, Refusal> {
         let names = change
             .get("fieldNames")
             .and_then(Value::as_array)
-            .ok_or_else(|| format!("schema change {change}: no 'fieldNames'"))?;
+            .ok_or_else(|| Refusal(format!("schema change {change}: no 'fieldNames'")))?;
         match names.as_slice() {
-            [one] => one
-                .as_str()
-                .map(str::to_string)
-                .ok_or_else(|| format!("schema change {change}: a field name is not a string")),
-            _ => Err(format!(
+            [one] => one.as_str().map(str::to_string).ok_or_else(|| {
+                Refusal(format!(
+                    "schema change {change}: a field name is not a string"
+                ))
+            }),
+            _ => Err(Refusal(format!(
                 "schema change {change}: only top-level columns can be changed"
-            )),
+            ))),
         }
     };
-    let data_type = |key: &str| -> Result<crate::spec::DataType, String> {
+    let data_type = |key: &str| -> Result<crate::spec::DataType, Refusal> {
         let v = change
             .get(key)
-            .ok_or_else(|| format!("schema change {change}: no '{key}'"))?;
-        serde_json::from_value(v.clone()).map_err(|e| format!("schema change {change}: {e}"))
+            .ok_or_else(|| Refusal(format!("schema change {change}: no '{key}'")))?;
+        serde_json::from_value(v.clone())
+            .map_err(|e| Refusal(format!("schema change {change}: {e}")))
     };
-    let position = |key: &str| -> Result<Option<ColumnMove>, String> {
+    let position = |key: &str| -> Result<Option<ColumnMove>, Refusal> {
         let Some(m) = change.get(key).filter(|m| !m.is_null()) else {
             return Ok(None);
         };
@@ -314,7 +317,7 @@ pub(crate) fn schema_change(
             ("LAST", _) => Ok(Some(ColumnMove::Last)),
             ("AFTER", Some(r)) => Ok(Some(ColumnMove::After(r))),
             ("BEFORE", Some(r)) => Ok(Some(ColumnMove::Before(r))),
-            _ => Err(format!("schema change {change}: unknown move {m}")),
+            _ => Err(Refusal(format!("schema change {change}: unknown move {m}"))),
         }
     };
     let action = text("action")?;
@@ -345,7 +348,7 @@ pub(crate) fn schema_change(
                 let current = table
                     .schema()
                     .field(&name)
-                    .ok_or_else(|| format!("no column '{name}'"))?;
+                    .ok_or_else(|| Refusal(format!("no column '{name}'")))?;
                 data_type = data_type.with_nullable(current.data_type.nullable);
             }
             SchemaChange::UpdateColumnType { name, data_type }
@@ -355,7 +358,11 @@ pub(crate) fn schema_change(
             nullable: change
                 .get("newNullability")
                 .and_then(Value::as_bool)
-                .ok_or_else(|| format!("schema change {change}: no boolean 'newNullability'"))?,
+                .ok_or_else(|| {
+                    Refusal(format!(
+                        "schema change {change}: no boolean 'newNullability'"
+                    ))
+                })?,
         },
         "updateColumnComment" => SchemaChange::UpdateColumnComment {
             name: column()?,
@@ -364,18 +371,18 @@ pub(crate) fn schema_change(
         "updateColumnPosition" => {
             let m = change
                 .get("move")
-                .ok_or_else(|| format!("schema change {change}: no 'move'"))?;
+                .ok_or_else(|| Refusal(format!("schema change {change}: no 'move'")))?;
             let name = m
                 .get("fieldName")
                 .and_then(Value::as_str)
-                .ok_or_else(|| format!("schema change {change}: no 'move.fieldName'"))?;
+                .ok_or_else(|| Refusal(format!("schema change {change}: no 'move.fieldName'")))?;
             SchemaChange::UpdateColumnPosition {
                 name: name.to_string(),
                 position: position("move")?
-                    .ok_or_else(|| format!("schema change {change}: no move"))?,
+                    .ok_or_else(|| Refusal(format!("schema change {change}: no move")))?,
             }
         }
-        other => return Err(format!("schema change '{other}' is not supported")),
+        other => return Err(Refusal(format!("schema change '{other}' is not supported"))),
     })
 }
 

@@ -57,7 +57,7 @@ fn parse_type(s: &str, depth: usize) -> Result<DataType, TypeParseError> {
         ),
         _ => return Err(err()),
     };
-    check_nested(&root).map_err(TypeParseError)?;
+    check_nested(&root)?;
     Ok(DataType { root, nullable })
 }
 

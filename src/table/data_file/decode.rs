@@ -83,14 +83,8 @@ pub(crate) fn decode_filtered(
         crate::metrics::metrics()
             .bytes_read
             .inc_by(bytes.len() as u64);
-        let out =
-            crate::table::avro_file::decode(&bytes, target, &file_name_of).map_err(|message| {
-                crate::error::CorruptSnafu {
-                    path: path.to_string(),
-                    message,
-                }
-                .build()
-            })?;
+        let out = crate::table::avro_file::decode(&bytes, target, &file_name_of)
+            .map_err(|e| e.at(path))?;
         let rows: usize = out.iter().map(|b| b.num_rows()).sum();
         crate::metrics::metrics().rows_read.inc_by(rows as u64);
         return Ok(out);

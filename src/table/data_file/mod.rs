@@ -47,12 +47,7 @@ pub fn encode(
         .fail();
     }
     let buf = if file_name.ends_with(AVRO_SUFFIX) {
-        super::avro_file::encode(layout, batch).map_err(|message| {
-            crate::error::InternalSnafu {
-                message: format!("writing the Avro data file {file_name}: {message}"),
-            }
-            .build()
-        })?
+        super::avro_file::encode(layout, batch)?
     } else {
         encode_parquet(batch, &file_name)?
     };

@@ -31,7 +31,6 @@ pub(super) fn at_least_one(what: &str, v: Option<i64>) -> Result<Option<i64>> {
 /// The table options' rule, for the arguments ([`crate::spec::options::retained_in_order`]).
 pub(super) fn max_not_below_min(max: i64, min: i64) -> Result<()> {
     crate::spec::options::retained_in_order(("retain_max", max), ("retain_min", min))
-        .map_err(|message| crate::error::InvalidArgumentSnafu { message }.build())
 }
 
 /// A name argument (tag, branch) that must not be blank; `what` names the operation.

@@ -9,7 +9,7 @@ use arrow::compute::{cast, filter_record_batch};
 use arrow::datatypes::DataType as ArrowType;
 use snafu::ResultExt;
 
-use crate::error::{invalid, ArrowSnafu, InvalidArgumentSnafu, Result};
+use crate::error::{invalid, ArrowSnafu, InvalidArgumentSnafu, Refusal, Result};
 use crate::schema::layout::TableLayout;
 use crate::spec::identifier::Identifier;
 use crate::spec::{MergeEngine, RowKind};
@@ -33,12 +33,8 @@ pub(super) fn conform(
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields.len());
     for (field, target) in schema.fields.iter().zip(layout.arrow_schema.fields()) {
         let col = match batch.column_by_name(&field.name) {
-            Some(c) => conform_column(c, target.data_type()).map_err(|m| {
-                InvalidArgumentSnafu {
-                    message: format!("table {table}, column '{}': {m}", field.name),
-                }
-                .build()
-            })?,
+            Some(c) => conform_column(c, target.data_type())
+                .map_err(|r| r.of(format_args!("table {table}, column '{}'", field.name)))?,
             None if field.data_type.nullable => {
                 arrow::array::new_null_array(target.data_type(), batch.num_rows())
             }
@@ -85,12 +81,7 @@ pub(super) fn conform(
     let Some(col) = col else {
         return invalid!("table {table}: row-kind column '{name}' is missing from the input");
     };
-    let kinds = row_kinds(&col, &name).map_err(|m| {
-        InvalidArgumentSnafu {
-            message: format!("table {table}: {m}"),
-        }
-        .build()
-    })?;
+    let kinds = row_kinds(&col, &name).map_err(|r| r.of(format_args!("table {table}")))?;
     let has_retract = kinds.iter().any(RowKind::is_retract);
     if has_retract && !layout.is_primary_key_table() {
         return invalid!("table {table} is an append table; it cannot take -U/-D rows");
@@ -115,18 +106,18 @@ pub(super) fn conform(
 }
 
 /// The row kinds the string column `name` spells; the error names the first row that spells none.
-fn row_kinds(col: &ArrayRef, name: &str) -> std::result::Result<Vec<RowKind>, String> {
+fn row_kinds(col: &ArrayRef, name: &str) -> std::result::Result<Vec<RowKind>, Refusal> {
     let strings = cast(col, &ArrowType::Utf8)
-        .map_err(|_| format!("row-kind column '{name}' must be a string column"))?;
+        .map_err(|_| Refusal(format!("row-kind column '{name}' must be a string column")))?;
     let strings = strings.as_string::<i32>();
     (0..strings.len())
         .map(|i| {
             let text = (!strings.is_null(i)).then(|| strings.value(i));
             text.and_then(RowKind::from_short_string).ok_or_else(|| {
-                format!(
+                Refusal(format!(
                     "row {i} has row kind '{}' in column '{name}'; expected +I, -U, +U or -D",
                     text.unwrap_or("NULL")
-                )
+                ))
             })
         })
         .collect()
@@ -137,23 +128,25 @@ fn row_kinds(col: &ArrayRef, name: &str) -> std::result::Result<Vec<RowKind>, St
 pub(super) fn conform_column(
     col: &ArrayRef,
     target: &ArrowType,
-) -> std::result::Result<ArrayRef, String> {
+) -> std::result::Result<ArrayRef, Refusal> {
     let from = col.data_type();
     if from == target {
         return Ok(Arc::clone(col));
     }
     if !lossless(from, target) {
-        return Err(format!("has type {from}, the table expects {target}"));
+        return Err(Refusal(format!(
+            "has type {from}, the table expects {target}"
+        )));
     }
     if let Some(why) = forbidden_nulls(col.as_ref(), target) {
-        return Err(why);
+        return Err(Refusal(why));
     }
     let options = arrow::compute::CastOptions {
         safe: false,
         ..Default::default()
     };
     arrow::compute::cast_with_options(col, target, &options)
-        .map_err(|e| format!("cannot convert {from} to {target}: {e}"))
+        .map_err(|e| Refusal(format!("cannot convert {from} to {target}: {e}")))
 }
 
 /// Whether every value of Arrow type `from` converts to `target` without loss. Nested types

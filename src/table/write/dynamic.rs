@@ -12,6 +12,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::error::Malformed;
+
 pub(crate) use crate::spec::options::DynamicOptions;
 
 /// Paimon's bound on bucket ids (`Short.MAX_VALUE`): ids are below it.
@@ -50,21 +52,21 @@ impl PartitionIndex {
     pub(crate) fn load(
         files: Vec<(i32, String, Vec<i32>)>,
         options: &DynamicOptions,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Malformed> {
         let mut index = Self::default();
         for (bucket, file, hashes) in files {
             if let Some(b) = index.buckets.get(&bucket) {
-                return Err(format!(
+                return Err(Malformed(format!(
                     "bucket {bucket} has two HASH index files: {} and {file}",
                     b.file.as_deref().unwrap_or("?")
-                ));
+                )));
             }
             for &h in &hashes {
                 if let Some(other) = index.bucket_of.insert(h, bucket) {
                     if other != bucket {
-                        return Err(format!(
+                        return Err(Malformed(format!(
                             "key hash {h} is in bucket {other} and in bucket {bucket} ({file})"
-                        ));
+                        )));
                     }
                 }
             }
@@ -239,11 +241,12 @@ mod tests {
         let o = DynamicOptions::default();
         let two_files =
             PartitionIndex::load(vec![(0, "a".into(), vec![1]), (0, "b".into(), vec![2])], &o);
-        assert!(two_files.unwrap_err().contains("two HASH index files"));
+        assert!(two_files.unwrap_err().0.contains("two HASH index files"));
         let two_buckets =
             PartitionIndex::load(vec![(0, "a".into(), vec![1]), (1, "b".into(), vec![1])], &o);
         assert!(two_buckets
             .unwrap_err()
+            .0
             .contains("in bucket 0 and in bucket 1"));
     }
 }

@@ -110,11 +110,10 @@ impl TableWrite {
             .fail();
         }
         let index = PartitionIndex::load(loaded, &d.options).map_err(|m| {
-            CorruptSnafu {
-                path: self.table().path().to_string(),
-                message: format!("dynamic-bucket index of table {table}, partition {shown}: {m}"),
-            }
-            .build()
+            m.within(format_args!(
+                "dynamic-bucket index of table {table}, partition {shown}"
+            ))
+            .at(self.table().path())
         })?;
         if let Some(d) = self.dynamic.as_mut() {
             d.partitions.insert(partition.to_vec(), index);
