@@ -6,6 +6,10 @@
 //! takes gigabytes (or aborts the process), and a statement busy in one call cannot be stopped
 //! by its timeout.
 //!
+//! `string_agg`, the one aggregate whose output can outgrow what the memory pool sees (a
+//! delimiter per row), is wrapped by [`string_agg`]: each group's result is counted as rows
+//! arrive.
+//!
 //! Which functions those are is decided per function over the list DataFusion registers, not by
 //! hand: every registered function is in [`CAPPED`], in [`TYPE_SIZED`] (its output type comes
 //! from an argument, and a fixed-size type that large is refused while planning), or in the
@@ -38,6 +42,7 @@ use datafusion::logical_expr::{
 use bound::{check_type_width, output_bound};
 
 mod bound;
+mod string_agg;
 // Only its test reads the inventory.
 #[cfg(test)]
 mod inventory;
@@ -97,6 +102,11 @@ pub(crate) fn cap_functions(
 ) {
     for f in builder.scalar_functions().iter_mut().flatten() {
         if let Some(capped) = capped(f) {
+            *f = capped;
+        }
+    }
+    for f in builder.aggregate_functions().iter_mut().flatten() {
+        if let Some(capped) = string_agg::capped(f) {
             *f = capped;
         }
     }

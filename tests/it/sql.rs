@@ -544,6 +544,60 @@ async fn functions_sized_by_an_argument_are_refused_before_they_allocate() {
     assert!(formatted.contains("[1, 9]"), "{formatted}");
 }
 
+/// `string_agg` joins a delimiter per row, outside the memory pool's sight until a batch is done:
+/// a result past the cap is refused as the rows arrive, grouped or not, ordered or not; within
+/// it, answers are DataFusion's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn string_agg_is_refused_before_its_delimiters_outgrow_the_cap() {
+    let (_s, engine) = engine_with_default_db().await;
+    let session = SqlSession::default();
+    let delimiter = "-".repeat(1000);
+    for shape in [
+        format!("SELECT string_agg(CAST(value AS VARCHAR), '{delimiter}') FROM generate_series(1, 100000)"),
+        format!(
+            "SELECT value % 2, string_agg(CAST(value AS VARCHAR), '{delimiter}') \
+             FROM generate_series(1, 200000) GROUP BY value % 2"
+        ),
+        format!(
+            "SELECT string_agg(CAST(value AS VARCHAR), '{delimiter}' ORDER BY value DESC) \
+             FROM generate_series(1, 100000)"
+        ),
+    ] {
+        let err = match engine.execute(&session, &shape, &[]).await {
+            Ok(out) => out.collect().await.unwrap_err(),
+            Err(e) => e,
+        };
+        let message = err.to_string();
+        assert_eq!(
+            err.kind(),
+            tidelake::error::ErrorKind::ResourceExhausted,
+            "{message}"
+        );
+        assert!(
+            message.contains("string_agg") && message.contains("limit of"),
+            "{message}"
+        );
+    }
+    let out = engine
+        .execute(
+            &session,
+            "SELECT string_agg(CAST(value AS VARCHAR), ',') AS a, \
+             string_agg(CAST(value AS VARCHAR), ';' ORDER BY value DESC) AS d \
+             FROM generate_series(1, 3)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let formatted = arrow::util::pretty::pretty_format_batches(&out)
+        .unwrap()
+        .to_string();
+    assert!(formatted.contains("1,2,3"), "{formatted}");
+    assert!(formatted.contains("3;2;1"), "{formatted}");
+}
+
 /// Point queries by primary key are read directly (`sql::point`), without DataFusion, from pages
 /// the process keeps decoded (`table::page_cache`); their answers, schemas and parameter types
 /// must be DataFusion's for the same query. The reference is the query with `id + 0` and a
