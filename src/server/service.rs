@@ -209,7 +209,7 @@ impl TidelakeService {
         let p = &call.principal;
         let key = p.admission_key();
         let admit = async {
-            let tenant = p.tenant.admit_statement().await?;
+            let tenant = p.tenant.admit_statement().await.map_err(to_status)?;
             let admission = self.work.admit(&key).await;
             Ok::<_, Status>(AdmissionPermit::new(admission, tenant))
         };
@@ -272,7 +272,7 @@ impl TidelakeService {
     ) -> Result<Responses<FlightData>, Status> {
         call.set_object(|| format!("subscribe {}", ticket.table));
         let tenant = Arc::clone(&call.principal.tenant);
-        let permit = tenant.open_subscription()?;
+        let permit = tenant.open_subscription().map_err(to_status)?;
         let open = crate::metrics::GaugeGuard::new(&crate::metrics::metrics().subscriptions);
         let database = self.auth.session(&call.principal).database;
         let stream = self

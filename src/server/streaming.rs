@@ -528,7 +528,7 @@ pub async fn serve(
     )
     .await?;
     call.set_object(|| format!("stream {}", opened.id));
-    let stream_slot = tenant.open_stream()?;
+    let stream_slot = tenant.open_stream().map_err(to_status)?;
     let place = tenant
         .writers
         .open(&opened.id.to_string(), &opened.commit_user)

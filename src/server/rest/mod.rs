@@ -295,7 +295,7 @@ async fn answer(
         .tenant
         .admit_statement()
         .await
-        .map_err(|s| RestError::new(super::status::kind_of(s.code()), s.message()))?;
+        .map_err(RestError::from)?;
     let admission = state.work.admit(&principal.admission_key()).await;
     let tokens = state.tokens.clone();
     let method = parts.method;

@@ -16,10 +16,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tonic::Status;
 
 use crate::catalog::Catalog;
-use crate::error::{invalid, ErrorKind, Result};
+use crate::error::{invalid, of_kind, ErrorKind, Result};
 use crate::sql::{SqlEngine, SqlLimits, CATALOG_NAME};
 
 pub mod operations;
@@ -80,7 +79,7 @@ impl Limit {
 fn take_now(
     limit: &Option<Limit>,
     refusal: impl FnOnce(usize) -> String,
-) -> std::result::Result<Option<OwnedSemaphorePermit>, Status> {
+) -> Result<Option<OwnedSemaphorePermit>> {
     let Some(limit) = limit else {
         return Ok(None);
     };
@@ -90,8 +89,8 @@ fn take_now(
         .map_err(|_| exhausted(refusal(limit.max)))
 }
 
-fn exhausted(message: String) -> Status {
-    super::status::status(ErrorKind::ResourceExhausted, message)
+fn exhausted(message: String) -> crate::error::Error {
+    of_kind(ErrorKind::ResourceExhausted, message)
 }
 
 impl Tenant {
@@ -116,9 +115,7 @@ impl Tenant {
     /// A slot for one statement: at once when one is free; else waiting (at most as many
     /// callers as the limit wait), else ResourceExhausted naming the limit. `None` when the
     /// tenant has no limit.
-    pub async fn admit_statement(
-        &self,
-    ) -> std::result::Result<Option<OwnedSemaphorePermit>, Status> {
+    pub async fn admit_statement(&self) -> Result<Option<OwnedSemaphorePermit>> {
         use std::sync::atomic::Ordering;
         let Some(limit) = &self.statements else {
             return Ok(None);
@@ -137,11 +134,11 @@ impl Tenant {
         limit.waiting.fetch_sub(1, Ordering::SeqCst);
         permit
             .map(Some)
-            .map_err(|_| exhausted("the server is shutting down".into()))
+            .map_err(|_| of_kind(ErrorKind::Unavailable, "the server is shutting down"))
     }
 
     /// A slot for one changelog subscription, held as long as it streams.
-    pub fn open_subscription(&self) -> std::result::Result<Option<OwnedSemaphorePermit>, Status> {
+    pub fn open_subscription(&self) -> Result<Option<OwnedSemaphorePermit>> {
         take_now(&self.subscriptions, |max| {
             format!(
                 "tenant '{}' has max_subscriptions = {max} open; close one or retry later",
@@ -151,7 +148,7 @@ impl Tenant {
     }
 
     /// A slot for one streaming write, held as long as it streams.
-    pub fn open_stream(&self) -> std::result::Result<Option<OwnedSemaphorePermit>, Status> {
+    pub fn open_stream(&self) -> Result<Option<OwnedSemaphorePermit>> {
         take_now(&self.streams, |max| {
             format!(
                 "tenant '{}' has max_streams = {max} streaming writes open; end one or retry later",
@@ -353,13 +350,17 @@ mod tests {
             tokio::task::yield_now().await;
         }
         let e = t.admit_statement().await.unwrap_err();
-        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
-        assert!(e.message().contains("max_concurrent_statements = 1"), "{e}");
+        assert_eq!(e.kind(), ErrorKind::ResourceExhausted);
+        assert!(
+            e.to_string().contains("max_concurrent_statements = 1"),
+            "{e}"
+        );
         drop(first);
         assert!(waiting.await.unwrap().unwrap());
         let sub = t.open_subscription().unwrap();
         assert!(sub.is_some());
         let e = t.open_subscription().unwrap_err();
-        assert!(e.message().contains("max_subscriptions = 1"), "{e}");
+        assert_eq!(e.kind(), ErrorKind::ResourceExhausted);
+        assert!(e.to_string().contains("max_subscriptions = 1"), "{e}");
     }
 }
