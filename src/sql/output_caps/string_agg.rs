@@ -13,7 +13,9 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::error::DataFusionError;
-use datafusion::logical_expr::expr::AggregateFunction;
+use datafusion::logical_expr::expr::{
+    AggregateFunction, AggregateFunctionParams, WindowFunctionParams,
+};
 use datafusion::logical_expr::function::{
     AccumulatorArgs, AggregateFunctionSimplification, StateFieldsArgs,
 };
@@ -275,34 +277,19 @@ impl AggregateUDFImpl for CappedStringAgg {
     fn aliases(&self) -> &[String] {
         self.inner.aliases()
     }
-    fn schema_name(
-        &self,
-        p: &datafusion::logical_expr::expr::AggregateFunctionParams,
-    ) -> Result<String> {
+    fn schema_name(&self, p: &AggregateFunctionParams) -> Result<String> {
         self.inner.inner().schema_name(p)
     }
-    fn human_display(
-        &self,
-        p: &datafusion::logical_expr::expr::AggregateFunctionParams,
-    ) -> Result<String> {
+    fn human_display(&self, p: &AggregateFunctionParams) -> Result<String> {
         self.inner.inner().human_display(p)
     }
-    fn window_function_schema_name(
-        &self,
-        p: &datafusion::logical_expr::expr::WindowFunctionParams,
-    ) -> Result<String> {
+    fn window_function_schema_name(&self, p: &WindowFunctionParams) -> Result<String> {
         self.inner.inner().window_function_schema_name(p)
     }
-    fn display_name(
-        &self,
-        p: &datafusion::logical_expr::expr::AggregateFunctionParams,
-    ) -> Result<String> {
+    fn display_name(&self, p: &AggregateFunctionParams) -> Result<String> {
         self.inner.inner().display_name(p)
     }
-    fn window_function_display_name(
-        &self,
-        p: &datafusion::logical_expr::expr::WindowFunctionParams,
-    ) -> Result<String> {
+    fn window_function_display_name(&self, p: &WindowFunctionParams) -> Result<String> {
         self.inner.inner().window_function_display_name(p)
     }
     fn signature(&self) -> &Signature {
