@@ -5,6 +5,11 @@
 //! gRPC status mapping (`server/status.rs`) and the REST catalog's HTTP statuses act on the kind
 //! only. A user's mistake is InvalidArgument (or NotFound, AlreadyExists, ...); a broken invariant
 //! of tidelake's own, an Arrow error on its own batches included, is Internal.
+//!
+//! A check that cannot name what it checks returns a type with one class instead of a string:
+//! [`Malformed`] (a decoder's finding; the caller names the file and it is Corrupt) or
+//! [`Refusal`] (a request's mistake; the caller names whose and it is InvalidArgument). The
+//! class is decided where the fault is found, never by the caller.
 
 use snafu::{Location, Snafu};
 

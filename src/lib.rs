@@ -6,7 +6,7 @@
 //!  main.rs, cli/   the `tidelake` command (its maintenance commands build the core's requests)
 //!  server/      `tidelake serve`: four doors over one engine, every call resolved to a Principal
 //!               {tenant, subject, roles} first (auth/: passwords, minted tokens, identity
-//!               providers' JWTs; tenant.rs: each tenant's catalog, limits and registries)
+//!               providers' JWTs; tenant/: each tenant's catalog, limits and registries)
 //!    ├ Flight SQL   service.rs dispatches; flight_sql/ (statements, tickets, encoding, bulk
 //!    │              ingest), metadata; one Status mapping (status.rs), IPC checks (ipc.rs)
 //!    ├ plain Flight changelog subscriptions (subscription.rs), streaming writes (streaming.rs),
@@ -26,6 +26,8 @@
 //!  snapshot/ manifest/   managers of the versioned files of one table
 //!  io/          storage access, durable writes, the write-once primitive, caches, STS
 //!  spec/        on-disk format types and codecs, the typed table options (no IO)
+//!  error.rs     the one error type, classed once by kind (decoders' Malformed becomes Corrupt,
+//!               checks' Refusal InvalidArgument, where the caller names the file or request)
 //!  clock.rs     the engine's clock (system or manual, injected through the catalog)
 //!  metrics.rs   the Prometheus registry every layer counts into
 //!  runtime.rs   the IO runtime and the work threads (the only place that builds runtimes)
