@@ -303,6 +303,12 @@ impl TableLayout {
                 "a dynamic-bucket table whose primary key lacks a partition key (cross-partition upserts)",
             );
         }
+        if self.options.compression == crate::spec::options::FileCompression::Lzo {
+            return unsupported(
+                "'file.compression' = 'lzo' (LZO files are read, but there is no LZO writer; \
+                 choose zstd, snappy, lz4, lz4_raw, gzip, brotli or none)",
+            );
+        }
         Ok(())
     }
 }

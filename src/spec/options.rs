@@ -231,6 +231,70 @@ pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// `file.compression`: the codec of new data files (Paimon's default since 0.9: zstd).
+pub const FILE_COMPRESSION: &str = "file.compression";
+/// `file.compression.zstd-level` (1).
+pub const FILE_COMPRESSION_ZSTD_LEVEL: &str = "file.compression.zstd-level";
+
+/// The codec new Parquet data files are written with (`file.compression`; files written with any
+/// of these, by anyone, are read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileCompression {
+    /// `none` (or `uncompressed`).
+    None,
+    Snappy,
+    /// `lz4`: Parquet's LZ4 codec (Hadoop's framing, as Paimon's Java writer names it).
+    Lz4,
+    /// `lz4_raw`.
+    Lz4Raw,
+    /// `gzip` (or `zlib`).
+    Gzip,
+    Brotli,
+    /// `zstd` at `file.compression.zstd-level` (1 to 22).
+    Zstd(i32),
+    /// `lzo`: no LZO codec here; writing such a table is refused (files in other codecs read).
+    Lzo,
+}
+
+impl FileCompression {
+    /// Paimon's codec names, case-insensitive (pure).
+    pub fn parse(codec: Option<&str>, zstd_level: Option<&str>) -> Result<Self> {
+        let level = match zstd_level.map(str::trim) {
+            None => 1,
+            Some(v) => match v.parse::<i32>() {
+                Ok(l) if (1..=22).contains(&l) => l,
+                _ => {
+                    return Err(Reader::bad(
+                        FILE_COMPRESSION_ZSTD_LEVEL,
+                        v,
+                        "a zstd level from 1 to 22",
+                    ))
+                }
+            },
+        };
+        let Some(codec) = codec.map(str::trim) else {
+            return Ok(Self::Zstd(level));
+        };
+        Ok(match codec.to_ascii_lowercase().as_str() {
+            "none" | "uncompressed" => Self::None,
+            "snappy" => Self::Snappy,
+            "lz4" => Self::Lz4,
+            "lz4_raw" => Self::Lz4Raw,
+            "gzip" | "zlib" => Self::Gzip,
+            "brotli" => Self::Brotli,
+            "zstd" => Self::Zstd(level),
+            "lzo" => Self::Lzo,
+            _ => {
+                return Err(Reader::bad(
+                    FILE_COMPRESSION,
+                    codec,
+                    "one of zstd, snappy, lz4, lz4_raw, gzip, brotli, none",
+                ))
+            }
+        })
+    }
+}
+
 /// Every option tidelake reads, typed, with Paimon's defaults. Parsed by [`TableOptions::parse`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableOptions {
@@ -276,6 +340,8 @@ pub struct TableOptions {
     pub dynamic: DynamicOptions,
     /// `postpone.*`: how many buckets a postpone table's compaction moves a partition's rows into.
     pub postpone: PostponeOptions,
+    /// `file.compression` and `file.compression.zstd-level` (zstd at level 1).
+    pub compression: FileCompression,
 }
 
 /// `postpone.*` options of a table (`bucket` = -2).
@@ -504,6 +570,10 @@ impl TableOptions {
                     .memory("postpone.target-size-per-bucket")?
                     .unwrap_or(1 << 30),
             },
+            compression: FileCompression::parse(
+                r.raw(FILE_COMPRESSION),
+                r.raw(FILE_COMPRESSION_ZSTD_LEVEL),
+            )?,
         })
     }
 }
@@ -600,6 +670,37 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn file_compression_takes_paimons_names_and_zstd_levels() {
+        let c = |codec: Option<&str>, level: Option<&str>| FileCompression::parse(codec, level);
+        assert_eq!(c(None, None).unwrap(), FileCompression::Zstd(1));
+        assert_eq!(
+            c(Some("ZSTD"), Some("9")).unwrap(),
+            FileCompression::Zstd(9)
+        );
+        assert_eq!(c(None, Some("22")).unwrap(), FileCompression::Zstd(22));
+        for (name, want) in [
+            ("none", FileCompression::None),
+            ("uncompressed", FileCompression::None),
+            ("snappy", FileCompression::Snappy),
+            ("lz4", FileCompression::Lz4),
+            ("LZ4_RAW", FileCompression::Lz4Raw),
+            ("gzip", FileCompression::Gzip),
+            ("zlib", FileCompression::Gzip),
+            ("brotli", FileCompression::Brotli),
+            ("lzo", FileCompression::Lzo),
+        ] {
+            assert_eq!(c(Some(name), None).unwrap(), want, "{name}");
+        }
+        for (codec, level) in [(Some("zip"), None), (None, Some("0")), (None, Some("23"))] {
+            let e = c(codec, level).unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::InvalidArgument);
+        }
+        // Through the table's options.
+        let opts = parse(&[("file.compression", "snappy")]).unwrap();
+        assert_eq!(opts.compression, FileCompression::Snappy);
     }
 
     #[test]

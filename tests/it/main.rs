@@ -7,6 +7,7 @@ mod bad_input;
 mod branches;
 mod changelog;
 mod chaos;
+mod codecs;
 mod common;
 mod compaction;
 mod concurrency;

@@ -384,3 +384,65 @@ async fn variant_values_are_shared_with_pypaimon_byte_for_byte() {
         "VARIANT"
     );
 }
+
+/// `tidelake scan --format jsonl` keeps a map's NULL values and writes a map whose keys are not
+/// strings as a list of `{"key", "value"}` objects (JSON object keys are strings).
+#[tokio::test]
+async fn the_cli_prints_maps_with_null_values_and_any_key_type_as_json() {
+    use arrow::array::{ArrayRef, Int32Builder, Int64Array, MapBuilder, StringBuilder};
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.m",
+            "id BIGINT NOT NULL, by_name MAP<STRING, INT>, by_id MAP<INT, STRING>",
+            &["id"],
+            &[],
+            &[("bucket", "1")],
+        )
+        .await;
+    let mut by_name = MapBuilder::new(None, StringBuilder::new(), Int32Builder::new());
+    by_name.keys().append_value("x");
+    by_name.values().append_value(1);
+    by_name.keys().append_value("y");
+    by_name.values().append_null();
+    by_name.append(true).unwrap();
+    let mut by_id = MapBuilder::new(None, Int32Builder::new(), StringBuilder::new());
+    by_id.keys().append_value(7);
+    by_id.values().append_null();
+    by_id.keys().append_value(8);
+    by_id.values().append_value("a");
+    by_id.append(true).unwrap();
+    let batch = arrow::array::RecordBatch::try_from_iter([
+        (
+            "id",
+            std::sync::Arc::new(Int64Array::from(vec![1])) as ArrayRef,
+        ),
+        ("by_name", std::sync::Arc::new(by_name.finish()) as ArrayRef),
+        ("by_id", std::sync::Arc::new(by_id.finish()) as ArrayRef),
+    ])
+    .unwrap();
+    t.write_batches(&[batch], WriteOptions::default(), None)
+        .await
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidelake"))
+        .arg("--warehouse")
+        .arg(s.path())
+        .args(["scan", "db.m", "--format", "jsonl"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        line,
+        json!({
+            "id": 1,
+            "by_name": {"x": 1, "y": null},
+            "by_id": [{"key": 7, "value": null}, {"key": 8, "value": "a"}],
+        })
+    );
+}

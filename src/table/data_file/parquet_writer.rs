@@ -8,20 +8,43 @@ use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int32Type, Int64Type};
 use arrow::row::{RowConverter, SortField};
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::basic::{BrotliLevel, Compression, Encoding, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use snafu::ResultExt;
 
 use crate::error::{ParquetSnafu, Result};
+use crate::spec::options::FileCompression;
 
-/// `batch` as the bytes of a Parquet file (zstd, row groups of [`ROW_GROUP_ROWS`], pages of at most
-/// [`PAGE_ROWS`], page statistics, and the exact-bounds marker [`EXACT_BOUNDS_KEY`]).
-pub(crate) fn encode_parquet(batch: &RecordBatch, file_name: &str) -> Result<Vec<u8>> {
+/// Parquet's codec for a table's `file.compression` (pure).
+fn codec(compression: FileCompression) -> parquet::errors::Result<Compression> {
+    Ok(match compression {
+        FileCompression::None => Compression::UNCOMPRESSED,
+        FileCompression::Snappy => Compression::SNAPPY,
+        FileCompression::Lz4 => Compression::LZ4,
+        FileCompression::Lz4Raw => Compression::LZ4_RAW,
+        FileCompression::Gzip => Compression::GZIP(GzipLevel::default()),
+        FileCompression::Brotli => Compression::BROTLI(BrotliLevel::default()),
+        FileCompression::Zstd(level) => Compression::ZSTD(ZstdLevel::try_new(level)?),
+        // Refused before anything is written (`TableLayout::check_writable`).
+        FileCompression::Lzo => {
+            return Err(parquet::errors::ParquetError::NYI(
+                "writing LZO-compressed Parquet".into(),
+            ))
+        }
+    })
+}
+
+/// `batch` as the bytes of a Parquet file (in the table's codec, row groups of [`ROW_GROUP_ROWS`],
+/// pages of at most [`PAGE_ROWS`], page statistics, and the exact-bounds marker
+/// [`EXACT_BOUNDS_KEY`]).
+pub(crate) fn encode_parquet(
+    batch: &RecordBatch,
+    file_name: &str,
+    compression: FileCompression,
+) -> Result<Vec<u8>> {
     let mut props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(1).context(ParquetSnafu { path: file_name })?,
-        ))
+        .set_compression(codec(compression).context(ParquetSnafu { path: file_name })?)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_data_page_row_count_limit(PAGE_ROWS);
     for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
@@ -29,7 +52,7 @@ pub(crate) fn encode_parquet(batch: &RecordBatch, file_name: &str) -> Result<Vec
             let path = ColumnPath::from(field.name().as_str());
             props = props.set_column_dictionary_enabled(path.clone(), false);
             match plain_layout(col) {
-                Layout::Zstd => {}
+                Layout::Compressed => {}
                 Layout::Uncompressed => {
                     props = props.set_column_compression(path, Compression::UNCOMPRESSED);
                 }
@@ -189,8 +212,8 @@ fn dictionary_worthwhile(col: &ArrayRef) -> bool {
 /// How a column written without a dictionary is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Layout {
-    /// Plain values, zstd-compressed.
-    Zstd,
+    /// Plain values in the table's codec (the sample is judged with zstd, the default).
+    Compressed,
     /// Plain values as they are: values that barely compress (random doubles save about 6%)
     /// cost more than twice the time to write and to read compressed.
     Uncompressed,
@@ -210,19 +233,19 @@ const SAMPLE: usize = 8 * 1024;
 /// other types, and short ones, are compressed.
 fn plain_layout(col: &ArrayRef) -> Layout {
     let Some(width) = col.data_type().primitive_width() else {
-        return Layout::Zstd;
+        return Layout::Compressed;
     };
     if col.len() < 1024 {
-        return Layout::Zstd;
+        return Layout::Compressed;
     }
     let sample = col.slice(0, col.len().min(SAMPLE));
     let data = sample.to_data();
     let Some(values) = data.buffers().first() else {
-        return Layout::Zstd;
+        return Layout::Compressed;
     };
     let start = data.offset() * width;
     let Some(bytes) = values.as_slice().get(start..start + sample.len() * width) else {
-        return Layout::Zstd;
+        return Layout::Compressed;
     };
     let zstd_len = zstd::bulk::compress(bytes, 1).map_or(0, |c| c.len());
     let delta_len = match sample.data_type() {
@@ -241,7 +264,7 @@ fn plain_layout(col: &ArrayRef) -> Layout {
         Some(d) if d * 10 < bytes.len() * 9 && (d * 4 <= zstd_len * 5 || zstd_len == 0) => {
             Layout::Delta
         }
-        _ if zstd_len == 0 || zstd_len * 10 < bytes.len() * 9 => Layout::Zstd,
+        _ if zstd_len == 0 || zstd_len * 10 < bytes.len() * 9 => Layout::Compressed,
         _ => Layout::Uncompressed,
     }
 }
@@ -313,12 +336,12 @@ mod tests {
         let repeating: ArrayRef = Arc::new(Int64Array::from_iter_values(
             (0..20_000).map(|i| [i64::MIN, 7, i64::MAX][i % 3]),
         ));
-        assert_eq!(plain_layout(&repeating), Layout::Zstd);
+        assert_eq!(plain_layout(&repeating), Layout::Compressed);
         let strings: ArrayRef = Arc::new(StringArray::from_iter_values(
             noise(20_000).iter().map(|v| v.to_string()),
         ));
-        assert_eq!(plain_layout(&strings), Layout::Zstd);
-        assert_eq!(plain_layout(&random.slice(0, 100)), Layout::Zstd);
+        assert_eq!(plain_layout(&strings), Layout::Compressed);
+        assert_eq!(plain_layout(&random.slice(0, 100)), Layout::Compressed);
     }
 
     #[test]
@@ -361,7 +384,8 @@ mod tests {
         };
         let clean = batch(&values);
         assert_eq!(exact_bound_columns(&clean), vec!["id", "v"]);
-        let bytes = Bytes::from(encode_parquet(&clean, "t.parquet").unwrap());
+        let bytes =
+            Bytes::from(encode_parquet(&clean, "t.parquet", FileCompression::Zstd(1)).unwrap());
         // The noise is stored uncompressed, the rest with zstd.
         let md = parquet::file::metadata::ParquetMetaDataReader::new()
             .parse_and_finish(&bytes)

@@ -266,7 +266,14 @@ mod tests {
             ],
         )
         .unwrap();
-        let bytes = bytes::Bytes::from(data_file::encode_parquet(&batch, "t.parquet").unwrap());
+        let bytes = bytes::Bytes::from(
+            data_file::encode_parquet(
+                &batch,
+                "t.parquet",
+                crate::spec::options::FileCompression::Zstd(1),
+            )
+            .unwrap(),
+        );
         let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new()
             .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required);
         parquet::arrow::arrow_reader::ArrowReaderMetadata::load(&bytes, options).unwrap()
