@@ -23,6 +23,7 @@ mod interop;
 mod lifecycle;
 mod model;
 mod nested;
+mod paimon_rust;
 mod parsers;
 mod postpone;
 mod s3;

@@ -18,7 +18,7 @@ use snafu::ResultExt;
 
 use super::row_kind::{constant_kind, ConstantColumn};
 use crate::error::{ArrowSnafu, ParquetSnafu, Result};
-use crate::spec::VALUE_KIND;
+use crate::spec::{KEY_FIELD_PREFIX, VALUE_KIND};
 use crate::table::evolution::{FileColumns, FileRef};
 use crate::table::key_filter::RowGroupFilter;
 
@@ -180,19 +180,45 @@ pub(crate) fn decode_built<R: parquet::file::reader::ChunkReader + 'static>(
     decode_projected(path, builder, batch_rows, target, columns)
 }
 
-/// The root positions (sorted) of the target's columns in a file of schema `file`.
+/// Each target column's name in a file of schema `file` (`None`: not in it, read as NULL). A key
+/// column (`_KEY_<k>`) that a thin file lacks (Paimon's `data-file.thin-mode`; paimon-rust writes
+/// no others) is read from its value column `<k>`, as Java's `FormatReaderMapping.trimKeyFields`
+/// does.
+pub(crate) fn file_names(
+    file: &SchemaRef,
+    target: &SchemaRef,
+    columns: Option<&FileColumns>,
+) -> Vec<Option<String>> {
+    let has = |n: &str| file.fields().iter().any(|f| f.name() == n);
+    target
+        .fields()
+        .iter()
+        .map(|f| {
+            let name = name_in_file(columns, f.name());
+            if name.as_deref().is_some_and(has) {
+                return name;
+            }
+            match f.name().strip_prefix(KEY_FIELD_PREFIX) {
+                Some(k) => name_in_file(columns, k).filter(|v| has(v)).or(name),
+                None => name,
+            }
+        })
+        .collect()
+}
+
+/// The root positions (sorted, each once) of the target's columns in a file of schema `file`.
 pub(crate) fn file_roots(
     file: &SchemaRef,
     target: &SchemaRef,
     columns: Option<&FileColumns>,
 ) -> Vec<usize> {
-    let mut roots: Vec<usize> = target
-        .fields()
-        .iter()
-        .filter_map(|f| name_in_file(columns, f.name()))
+    let mut roots: Vec<usize> = file_names(file, target, columns)
+        .into_iter()
+        .flatten()
         .filter_map(|n| file.fields().iter().position(|ff| ff.name() == &n))
         .collect();
     roots.sort_unstable();
+    roots.dedup();
     roots
 }
 
@@ -204,11 +230,7 @@ pub(crate) fn decode_projected<R: parquet::file::reader::ChunkReader + 'static>(
     target: &SchemaRef,
     columns: Option<&FileColumns>,
 ) -> Result<Decoded> {
-    let names: Vec<Option<String>> = target
-        .fields()
-        .iter()
-        .map(|f| name_in_file(columns, f.name()))
-        .collect();
+    let names = file_names(builder.schema(), target, columns);
     let mut roots = file_roots(builder.schema(), target, columns);
     // A row kind that every row holds is filled in, not decoded.
     let kind = target
