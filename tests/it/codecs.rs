@@ -1,13 +1,15 @@
 //! Parquet codecs: a table's `file.compression` (and `file.compression.zstd-level`) is the codec
 //! of every file tidelake writes into it, and files in any codec Paimon or pyarrow writes are read.
 //! pypaimon is the second implementation both ways: it reads ours and writes its own into the same
-//! table.
+//! table. What is not read yet (ORC files, Paimon's aggregate functions tidelake lacks) is refused
+//! as Unsupported in one line naming the table and the file or feature.
 
 use parquet::basic::Compression;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use serde_json::json;
 
 use crate::common::{definition, paimon, paimon_rows, read_rows, sorted, Scratch};
+use tidelake::table::SnapshotSelector;
 
 /// The codecs of every column chunk of every data file under `dir`.
 fn codecs_under(dir: &std::path::Path) -> Vec<Compression> {
@@ -123,4 +125,65 @@ async fn a_codec_that_cannot_be_written_is_refused_on_create_naming_the_option()
             .await
             .is_err());
     }
+}
+
+#[tokio::test]
+async fn tables_tidelake_cannot_read_yet_are_refused_naming_what_and_where() {
+    let s = Scratch::new();
+    // pypaimon writes an ORC table (Paimon's default format until 2024).
+    paimon(&[
+        "create",
+        s.path(),
+        "db.orc",
+        &json!({"columns": [["id", "int64", false], ["v", "string", true]],
+                "primary_keys": ["id"], "options": {"bucket": "1", "file.format": "orc"}})
+        .to_string(),
+    ]);
+    paimon(&[
+        "write",
+        s.path(),
+        "db.orc",
+        &json!([{"id": 1, "v": "a"}]).to_string(),
+    ]);
+    let t = s
+        .catalog
+        .load_table(&tidelake::Identifier::parse("db.orc").unwrap())
+        .await
+        .unwrap();
+    let err = t
+        .read_all(SnapshotSelector::Latest, None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), tidelake::ErrorKind::Unsupported, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("db.orc") && message.contains(".orc is in the ORC format"),
+        "{message}"
+    );
+    assert!(!message.contains('\n'), "{message}");
+    // A Paimon aggregate function tidelake lacks, on a nested column.
+    paimon(&[
+        "create",
+        s.path(),
+        "db.nested_agg",
+        &json!({"columns": [["id", "int64", false], ["v", "list<struct<a:int64,b:string>>", true]],
+                "primary_keys": ["id"],
+                "options": {"bucket": "1", "merge-engine": "aggregation",
+                            "fields.v.aggregate-function": "nested_update",
+                            "fields.v.nested-key": "a"}})
+        .to_string(),
+    ]);
+    let err = match s
+        .catalog
+        .load_table(&tidelake::Identifier::parse("db.nested_agg").unwrap())
+        .await
+    {
+        Ok(t) => t
+            .read_all(SnapshotSelector::Latest, None)
+            .await
+            .unwrap_err(),
+        Err(e) => e,
+    };
+    assert_eq!(err.kind(), tidelake::ErrorKind::Unsupported, "{err}");
+    assert!(err.to_string().contains("db.nested_agg"), "{err}");
 }

@@ -25,6 +25,20 @@ pub enum AggFunction {
     BoolOr,
 }
 
+/// Paimon's aggregate functions that tidelake does not implement: a table using one is refused as
+/// Unsupported (a valid table tidelake cannot serve yet), not as a mistake.
+const PAIMON_ONLY: &[&str] = &[
+    "collect",
+    "merge_map",
+    "merge_map_with_keytime",
+    "nested_update",
+    "nested_partial_update",
+    "hll_sketch",
+    "theta_sketch",
+    "rbm32",
+    "rbm64",
+];
+
 impl AggFunction {
     pub fn parse(name: &str) -> Result<Self> {
         Ok(match name.trim() {
@@ -43,6 +57,14 @@ impl AggFunction {
                 "aggregate function 'count' does not exist in Paimon (it was removed because it \
                             cannot be retracted correctly); use 'sum' over a column of 1s",
             )),
+            other if PAIMON_ONLY.contains(&other) => {
+                return crate::error::UnsupportedSnafu {
+                    message: format!(
+                        "Paimon's aggregate function '{other}' is not supported by tidelake yet"
+                    ),
+                }
+                .fail()
+            }
             other => {
                 return Err(invalid_argument(format!(
                     "unknown aggregate function '{other}'"
@@ -156,6 +178,14 @@ fn fail<T>(message: impl Into<String>) -> Result<T> {
     Err(invalid_argument(message))
 }
 
+/// A valid table that uses what tidelake does not implement yet.
+fn unsupported<T>(message: impl Into<String>) -> Result<T> {
+    crate::error::UnsupportedSnafu {
+        message: message.into(),
+    }
+    .fail()
+}
+
 impl MergeConfig {
     pub fn from_schema(schema: &TableSchema) -> Result<Self> {
         let opts = CoreOptions::new(&schema.options);
@@ -217,7 +247,7 @@ impl MergeConfig {
             MergeEngine::PartialUpdate | MergeEngine::Aggregation
         ) {
             if let Some(p) = (0..types.len()).find(|&p| types[p].is_nested()) {
-                return fail(format!(
+                return unsupported(format!(
                     "the {} merge engine does not take nested columns yet in tidelake ('{}' is {}); \
                      deduplicate and first-row do",
                     engine.name(),
