@@ -303,7 +303,14 @@ impl TableLayout {
                 "a dynamic-bucket table whose primary key lacks a partition key (cross-partition upserts)",
             );
         }
-        if self.options.compression == crate::spec::options::FileCompression::Lzo {
+        let lzo = crate::spec::options::FileCompression::Lzo;
+        if self.options.compression == lzo
+            || self
+                .options
+                .compression_per_level
+                .values()
+                .any(|c| *c == lzo)
+        {
             return unsupported(
                 "'file.compression' = 'lzo' (LZO files are read, but there is no LZO writer; \
                  choose zstd, snappy, lz4, lz4_raw, gzip, brotli or none)",

@@ -235,6 +235,8 @@ pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[
 pub const FILE_COMPRESSION: &str = "file.compression";
 /// `file.compression.zstd-level` (1).
 pub const FILE_COMPRESSION_ZSTD_LEVEL: &str = "file.compression.zstd-level";
+/// `file.compression.per.level`: codecs of the files of some LSM levels (`0:lz4,1:zstd`).
+pub const FILE_COMPRESSION_PER_LEVEL: &str = "file.compression.per.level";
 
 /// The codec new Parquet data files are written with (`file.compression`; files written with any
 /// of these, by anyone, are read).
@@ -342,6 +344,39 @@ pub struct TableOptions {
     pub postpone: PostponeOptions,
     /// `file.compression` and `file.compression.zstd-level` (zstd at level 1).
     pub compression: FileCompression,
+    /// `file.compression.per.level`: the codec of the files of these levels, by level.
+    pub compression_per_level: BTreeMap<i32, FileCompression>,
+}
+
+impl TableOptions {
+    /// The codec of a file written at LSM `level` (pure).
+    pub fn compression_at(&self, level: i32) -> FileCompression {
+        self.compression_per_level
+            .get(&level)
+            .copied()
+            .unwrap_or(self.compression)
+    }
+}
+
+/// `file.compression.per.level` (`level:codec` pairs, comma-separated), each codec at `zstd_level`
+/// where it is zstd (pure).
+fn per_level(v: Option<&str>, zstd_level: Option<&str>) -> Result<BTreeMap<i32, FileCompression>> {
+    let mut out = BTreeMap::new();
+    for pair in v.map(split_list).unwrap_or_default() {
+        let parsed = pair.split_once(':').and_then(|(l, c)| {
+            let level = l.trim().parse::<i32>().ok().filter(|l| *l >= 0)?;
+            Some((level, c.trim()))
+        });
+        let Some((level, codec)) = parsed else {
+            return Err(Reader::bad(
+                FILE_COMPRESSION_PER_LEVEL,
+                v.unwrap_or_default(),
+                "level:codec pairs such as '0:lz4,1:zstd'",
+            ));
+        };
+        out.insert(level, FileCompression::parse(Some(codec), zstd_level)?);
+    }
+    Ok(out)
 }
 
 /// `postpone.*` options of a table (`bucket` = -2).
@@ -574,6 +609,10 @@ impl TableOptions {
                 r.raw(FILE_COMPRESSION),
                 r.raw(FILE_COMPRESSION_ZSTD_LEVEL),
             )?,
+            compression_per_level: per_level(
+                r.raw(FILE_COMPRESSION_PER_LEVEL),
+                r.raw(FILE_COMPRESSION_ZSTD_LEVEL),
+            )?,
         })
     }
 }
@@ -698,9 +737,20 @@ mod tests {
             let e = c(codec, level).unwrap_err();
             assert_eq!(e.kind(), crate::error::ErrorKind::InvalidArgument);
         }
-        // Through the table's options.
-        let opts = parse(&[("file.compression", "snappy")]).unwrap();
-        assert_eq!(opts.compression, FileCompression::Snappy);
+        // Through the table's options, with codecs per level.
+        let opts = parse(&[
+            ("file.compression", "snappy"),
+            ("file.compression.per.level", "0:lz4, 3:zstd"),
+            ("file.compression.zstd-level", "5"),
+        ])
+        .unwrap();
+        assert_eq!(opts.compression_at(0), FileCompression::Lz4);
+        assert_eq!(opts.compression_at(1), FileCompression::Snappy);
+        assert_eq!(opts.compression_at(3), FileCompression::Zstd(5));
+        for bad in ["0", "x:zstd", "-1:zstd", "0:zip"] {
+            let e = parse(&[("file.compression.per.level", bad)]).unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::InvalidArgument, "{bad}");
+        }
     }
 
     #[test]

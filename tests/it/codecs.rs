@@ -216,3 +216,62 @@ async fn a_schema_with_a_blob_column_is_refused_as_unsupported_not_corrupt() {
         "{message}"
     );
 }
+
+/// The codec of each live file of `t`, with its LSM level.
+async fn live_codecs(s: &Scratch, t: &tidelake::Table, name: &str) -> Vec<(i32, String)> {
+    let plan = t.new_scan().plan().await.unwrap();
+    let mut out = Vec::new();
+    for split in &plan.splits {
+        for f in &split.files {
+            let path = std::path::Path::new(s.path())
+                .join(format!("db.db/{name}/bucket-{}", split.bucket))
+                .join(&f.file_name);
+            let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+            for rg in reader.metadata().row_groups() {
+                for c in rg.columns() {
+                    out.push((f.level, format!("{:?}", c.compression())));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn files_take_the_codec_of_their_level() {
+    let s = Scratch::new();
+    let t = s
+        .create(
+            "db.lv",
+            "id BIGINT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[
+                ("bucket", "1"),
+                ("file.compression", "zstd"),
+                ("file.compression.per.level", "0:snappy"),
+            ],
+        )
+        .await;
+    crate::common::write_rows(&t, &[json!({"id": 1, "v": "a"})]).await;
+    crate::common::write_rows(&t, &[json!({"id": 2, "v": "b"})]).await;
+    let level0 = live_codecs(&s, &t, "lv").await;
+    assert!(!level0.is_empty());
+    assert!(
+        level0.iter().all(|(l, c)| *l == 0 && c == "SNAPPY"),
+        "{level0:?}"
+    );
+    t.compact(true, vec![]).await.unwrap();
+    let compacted = live_codecs(&s, &t, "lv").await;
+    assert!(!compacted.is_empty());
+    assert!(
+        compacted
+            .iter()
+            .all(|(l, c)| *l > 0 && c.starts_with("ZSTD")),
+        "{compacted:?}"
+    );
+    assert_eq!(
+        paimon_rows(s.path(), "db.lv", None),
+        sorted(vec![vec![json!(1), json!("a")], vec![json!(2), json!("b")]])
+    );
+}

@@ -49,7 +49,7 @@ pub fn encode(
     let buf = if file_name.ends_with(AVRO_SUFFIX) {
         super::avro_file::encode(layout, batch)?
     } else {
-        encode_parquet(batch, &file_name, layout.options.compression)?
+        encode_parquet(batch, &file_name, layout.options.compression_at(level))?
     };
 
     let n = batch.num_rows();
