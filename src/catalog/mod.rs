@@ -104,12 +104,6 @@ impl TableDefinition {
         let pk = !self.primary_keys.is_empty();
         let bucket = opts.bucket()?;
         opts.merge_engine()?;
-        if opts.file_format() != "parquet" {
-            return fail(format!(
-                "file.format '{}' is not supported; tidelake writes parquet",
-                opts.file_format()
-            ));
-        }
         if pk {
             if bucket == -1 && opts.bucket_key().is_some() {
                 return fail(

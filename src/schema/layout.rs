@@ -303,6 +303,24 @@ impl TableLayout {
                 "a dynamic-bucket table whose primary key lacks a partition key (cross-partition upserts)",
             );
         }
+        let format = match self.options.format {
+            Some(f) => f,
+            None => {
+                let named = CoreOptions::new(&self.schema.options).file_format();
+                return unsupported(&format!(
+                    "'file.format' = '{named}' (tidelake writes parquet, orc and avro)"
+                ));
+            }
+        };
+        if format == crate::spec::options::FileFormat::Orc
+            && std::iter::once(&self.options.compression)
+                .chain(self.options.compression_per_level.values())
+                .any(|c| matches!(c, crate::spec::options::FileCompression::Brotli))
+        {
+            return unsupported(
+                "'file.compression' = 'brotli' for ORC files (ORC's codecs are zlib, snappy, lz4, zstd and none)",
+            );
+        }
         let lzo = crate::spec::options::FileCompression::Lzo;
         if self.options.compression == lzo
             || self

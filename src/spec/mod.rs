@@ -4,6 +4,7 @@
 pub mod binary_row;
 pub mod datum;
 pub mod deletion_vector;
+pub mod file_format;
 pub mod identifier;
 pub mod index_manifest;
 pub mod manifest;

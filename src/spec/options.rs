@@ -231,71 +231,12 @@ pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// `file.compression`: the codec of new data files (Paimon's default since 0.9: zstd).
-pub const FILE_COMPRESSION: &str = "file.compression";
-/// `file.compression.zstd-level` (1).
-pub const FILE_COMPRESSION_ZSTD_LEVEL: &str = "file.compression.zstd-level";
 /// `file.compression.per.level`: codecs of the files of some LSM levels (`0:lz4,1:zstd`).
 pub const FILE_COMPRESSION_PER_LEVEL: &str = "file.compression.per.level";
 
-/// The codec new Parquet data files are written with (`file.compression`; files written with any
-/// of these, by anyone, are read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileCompression {
-    /// `none` (or `uncompressed`).
-    None,
-    Snappy,
-    /// `lz4`: Parquet's LZ4 codec (Hadoop's framing, as Paimon's Java writer names it).
-    Lz4,
-    /// `lz4_raw`.
-    Lz4Raw,
-    /// `gzip` (or `zlib`).
-    Gzip,
-    Brotli,
-    /// `zstd` at `file.compression.zstd-level` (1 to 22).
-    Zstd(i32),
-    /// `lzo`: no LZO codec here; writing such a table is refused (files in other codecs read).
-    Lzo,
-}
-
-impl FileCompression {
-    /// Paimon's codec names, case-insensitive (pure).
-    pub fn parse(codec: Option<&str>, zstd_level: Option<&str>) -> Result<Self> {
-        let level = match zstd_level.map(str::trim) {
-            None => 1,
-            Some(v) => match v.parse::<i32>() {
-                Ok(l) if (1..=22).contains(&l) => l,
-                _ => {
-                    return Err(Reader::bad(
-                        FILE_COMPRESSION_ZSTD_LEVEL,
-                        v,
-                        "a zstd level from 1 to 22",
-                    ))
-                }
-            },
-        };
-        let Some(codec) = codec.map(str::trim) else {
-            return Ok(Self::Zstd(level));
-        };
-        Ok(match codec.to_ascii_lowercase().as_str() {
-            "none" | "uncompressed" => Self::None,
-            "snappy" => Self::Snappy,
-            "lz4" => Self::Lz4,
-            "lz4_raw" => Self::Lz4Raw,
-            "gzip" | "zlib" => Self::Gzip,
-            "brotli" => Self::Brotli,
-            "zstd" => Self::Zstd(level),
-            "lzo" => Self::Lzo,
-            _ => {
-                return Err(Reader::bad(
-                    FILE_COMPRESSION,
-                    codec,
-                    "one of zstd, snappy, lz4, lz4_raw, gzip, brotli, none",
-                ))
-            }
-        })
-    }
-}
+pub use super::file_format::{
+    FileCompression, FileFormat, FILE_COMPRESSION, FILE_COMPRESSION_ZSTD_LEVEL,
+};
 
 /// Every option tidelake reads, typed, with Paimon's defaults. Parsed by [`TableOptions::parse`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -342,6 +283,12 @@ pub struct TableOptions {
     pub dynamic: DynamicOptions,
     /// `postpone.*`: how many buckets a postpone table's compaction moves a partition's rows into.
     pub postpone: PostponeOptions,
+    /// `data-file.thin-mode` (false): primary-key files are written without their `_KEY_`
+    /// columns, the keys being the value columns of the same names (readers take them from there).
+    pub thin_mode: bool,
+    /// `file.format` (parquet): the format new data files are written in; none for a format
+    /// tidelake does not write (its files are refused on read, writing the table is refused).
+    pub format: Option<FileFormat>,
     /// `file.compression` and `file.compression.zstd-level` (zstd at level 1).
     pub compression: FileCompression,
     /// `file.compression.per.level`: the codec of the files of these levels, by level.
@@ -605,6 +552,8 @@ impl TableOptions {
                     .memory("postpone.target-size-per-bucket")?
                     .unwrap_or(1 << 30),
             },
+            thin_mode: r.flag("data-file.thin-mode", false)?,
+            format: FileFormat::parse(r.raw(FILE_FORMAT).unwrap_or("parquet")),
             compression: FileCompression::parse(
                 r.raw(FILE_COMPRESSION),
                 r.raw(FILE_COMPRESSION_ZSTD_LEVEL),

@@ -35,9 +35,7 @@ pub(crate) struct FileRef {
 
 /// The format of a data file tidelake cannot read yet, by its name's extension (pure).
 fn unread_format(file_name: &str) -> Option<&'static str> {
-    if file_name.ends_with(".orc") {
-        Some("ORC")
-    } else if file_name.ends_with(".blob") {
+    if file_name.ends_with(".blob") {
         Some("BLOB")
     } else if file_name.ends_with(".lance") {
         Some("Lance")

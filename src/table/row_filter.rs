@@ -236,7 +236,7 @@ pub(super) fn load_tested(
     target: &SchemaRef,
     predicate: &Arc<dyn RowPredicate>,
 ) -> Result<decode::Batches> {
-    if file.path.ends_with(decode::AVRO_SUFFIX) {
+    if !decode::is_parquet(&file.path) {
         return decode::read_lazily(handle, io, file, target);
     }
     /// The file `reader` reads, tested where the predicate applies, else whole.
@@ -311,8 +311,8 @@ pub(crate) fn load_rows(
         )?
         .collect()
     }
-    if file.path.ends_with(decode::AVRO_SUFFIX) {
-        // Avro files are decoded whole (never by parts); the rows are taken from them.
+    if !decode::is_parquet(&file.path) {
+        // ORC and Avro files are decoded whole (never by parts); the rows are taken from them.
         let all = decode::read_lazily(handle, io, file, target)?.collect::<Result<Vec<_>>>()?;
         let batch = arrow::compute::concat_batches(target, &all).context(ArrowSnafu {
             context: format!("{}: joining batches", file.path),

@@ -11,6 +11,8 @@ Commands (all print one JSON document on stdout):
   write WH TABLE ROWS_JSON               one batch write + commit of rows (list of dicts)
   buckets WH TABLE                       {"<key json>": bucket} from the _KEY_ columns of every data file
   check-avro FILE...                     decodes Avro files with fastavro; prints record counts
+  check-orc FILE...                      decodes ORC files with pyarrow's ORC reader; prints
+                                         {"<file name>": {"rows": n, "columns": [...], "compression": c}}
 """
 import glob, json, os, sys
 
@@ -106,6 +108,16 @@ def main():
         for f in sys.argv[2:]:
             with open(f, "rb") as fh:
                 out[os.path.basename(f)] = sum(1 for _ in fastavro.reader(fh))
+        print(json.dumps(out))
+        return
+    if cmd == "check-orc":
+        import pyarrow.orc as orc
+        out = {}
+        for f in sys.argv[2:]:
+            o = orc.ORCFile(f)
+            t = o.read()
+            out[os.path.basename(f)] = {"rows": t.num_rows, "columns": t.column_names,
+                                        "compression": o.compression}
         print(json.dumps(out))
         return
     name = sys.argv[3]

@@ -1,7 +1,7 @@
 //! Parquet codecs: a table's `file.compression` (and `file.compression.zstd-level`) is the codec
 //! of every file tidelake writes into it, and files in any codec Paimon or pyarrow writes are read.
 //! pypaimon is the second implementation both ways: it reads ours and writes its own into the same
-//! table. What is not read yet (ORC files, Paimon's aggregate functions tidelake lacks) is refused
+//! table. What is not read yet (Paimon's aggregate functions tidelake lacks) is refused
 //! as Unsupported in one line naming the table and the file or feature.
 
 use parquet::basic::Compression;
@@ -130,37 +130,6 @@ async fn a_codec_that_cannot_be_written_is_refused_on_create_naming_the_option()
 #[tokio::test]
 async fn tables_tidelake_cannot_read_yet_are_refused_naming_what_and_where() {
     let s = Scratch::new();
-    // pypaimon writes an ORC table (Paimon's default format until 2024).
-    paimon(&[
-        "create",
-        s.path(),
-        "db.orc",
-        &json!({"columns": [["id", "int64", false], ["v", "string", true]],
-                "primary_keys": ["id"], "options": {"bucket": "1", "file.format": "orc"}})
-        .to_string(),
-    ]);
-    paimon(&[
-        "write",
-        s.path(),
-        "db.orc",
-        &json!([{"id": 1, "v": "a"}]).to_string(),
-    ]);
-    let t = s
-        .catalog
-        .load_table(&tidelake::Identifier::parse("db.orc").unwrap())
-        .await
-        .unwrap();
-    let err = t
-        .read_all(SnapshotSelector::Latest, None)
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), tidelake::ErrorKind::Unsupported, "{err}");
-    let message = err.to_string();
-    assert!(
-        message.contains("db.orc") && message.contains(".orc is in the ORC format"),
-        "{message}"
-    );
-    assert!(!message.contains('\n'), "{message}");
     // A Paimon aggregate function tidelake lacks, on a nested column.
     paimon(&[
         "create",

@@ -166,22 +166,29 @@ pub(crate) fn python() -> PathBuf {
     p
 }
 
-/// Runs `tests/interop/paimon_io.py` and parses its JSON output.
+/// Runs `tests/interop/paimon_io.py` (pypaimon) and parses its JSON output.
 pub(crate) fn paimon(args: &[&str]) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/paimon_io.py");
+    interop("paimon_io.py", args)
+}
+
+/// Runs the interop script `tests/interop/<script>` and parses its JSON output.
+pub(crate) fn interop(script: &str, args: &[&str]) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop")
+        .join(script);
     let out = Command::new(python())
-        .arg(script)
+        .arg(path)
         .args(args)
         .output()
         .expect("run python");
     assert!(
         out.status.success(),
-        "pypaimon {args:?} failed:\n{}",
+        "{script} {args:?} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
-            "bad JSON from pypaimon ({e}): {}",
+            "bad JSON from {script} ({e}): {}",
             String::from_utf8_lossy(&out.stdout)
         )
     })

@@ -19,6 +19,7 @@ mod evolution;
 mod faults;
 mod fixtures;
 mod flight;
+mod formats;
 mod interop;
 mod lifecycle;
 mod model;

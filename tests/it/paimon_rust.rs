@@ -1,29 +1,16 @@
 //! paimon-rust (`pypaimon-rust` 0.4 from PyPI) as a further implementation of the format. Its
 //! primary-key files are thin (no `_KEY_` columns, Paimon's `data-file.thin-mode`): tidelake reads
 //! their keys from the value columns, as Java's `FormatReaderMapping.trimKeyFields` does, merges
-//! them with its own files, compacts them, and paimon-rust and pypaimon read the result.
-
-use std::path::PathBuf;
-use std::process::Command;
+//! them with its own files, compacts them, and paimon-rust and pypaimon read the result. Under
+//! `data-file.thin-mode` tidelake writes thin files itself, which both read.
 
 use serde_json::{json, Value};
 
-use crate::common::{paimon_rows, python, read_rows, sorted, Scratch};
+use crate::common::{paimon_rows, read_rows, sorted, Scratch};
 
 /// Runs `tests/interop/paimon_rust_io.py` and parses its JSON output.
 fn paimon_rust(args: &[&str]) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/paimon_rust_io.py");
-    let out = Command::new(python())
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "paimon-rust {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    crate::common::interop("paimon_rust_io.py", args)
 }
 
 #[tokio::test]
@@ -105,4 +92,74 @@ async fn thin_primary_key_files_of_paimon_rust_read_merge_and_compact() {
         .collect();
     assert_eq!(sorted(got), want);
     assert_eq!(paimon_rows(s.path(), name, None), want);
+}
+
+#[tokio::test]
+async fn thin_files_written_under_data_file_thin_mode_are_read_by_paimon_rust_and_pypaimon() {
+    let s = Scratch::new();
+    let name = "db.ours";
+    let t = s
+        .create(
+            name,
+            "id BIGINT NOT NULL, v STRING",
+            &["id"],
+            &[],
+            &[("bucket", "2"), ("data-file.thin-mode", "true")],
+        )
+        .await;
+    crate::common::write_rows(
+        &t,
+        &[
+            json!({"id": 1, "v": "a"}),
+            json!({"id": 2, "v": "b"}),
+            json!({"id": 3, "v": "c"}),
+        ],
+    )
+    .await;
+    crate::common::write_rows(
+        &t,
+        &[json!({"id": 2, "v": "b2"}), json!({"id": 4, "v": null})],
+    )
+    .await;
+    // Every file is thin: the key is only in its value column.
+    let files = paimon_rust(&["files", s.path(), name]);
+    let files = files.as_object().unwrap();
+    assert!(files.len() >= 2, "{files:?}");
+    for (file, cols) in files {
+        let cols = cols.as_array().unwrap();
+        assert!(!cols.contains(&json!("_KEY_id")), "{file}: {cols:?}");
+        assert!(cols.contains(&json!("id")), "{file}: {cols:?}");
+    }
+    let want = sorted(vec![
+        vec![json!(1), json!("a")],
+        vec![json!(2), json!("b2")],
+        vec![json!(3), json!("c")],
+        vec![json!(4), json!(null)],
+    ]);
+    assert_eq!(read_rows(&t, None).await, want);
+    let theirs = |wh: &str| -> Vec<Vec<Value>> {
+        let out = paimon_rust(&["read", wh, name]);
+        sorted(
+            out["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r.as_array().unwrap().clone())
+                .collect(),
+        )
+    };
+    assert_eq!(theirs(s.path()), want);
+    assert_eq!(paimon_rows(s.path(), name, None), want);
+    // Compaction writes thin files too, and everyone reads the same.
+    t.compact(true, vec![]).await.unwrap();
+    assert_eq!(read_rows(&t, None).await, want);
+    assert_eq!(theirs(s.path()), want);
+    assert_eq!(paimon_rows(s.path(), name, None), want);
+    let files = paimon_rust(&["files", s.path(), name]);
+    for (file, cols) in files.as_object().unwrap() {
+        assert!(
+            !cols.as_array().unwrap().contains(&json!("_KEY_id")),
+            "{file}"
+        );
+    }
 }

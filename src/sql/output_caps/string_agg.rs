@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, GenericListArray, OffsetSizeTrait};
 use arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::error::DataFusionError;
@@ -69,31 +69,20 @@ fn value_lengths(array: &dyn Array) -> Vec<Vec<u128>> {
     fn len(s: Option<&str>) -> Option<u128> {
         s.map(|s| s.len() as u128)
     }
+    fn elements<O: OffsetSizeTrait>(list: &GenericListArray<O>) -> Vec<Vec<u128>> {
+        (0..list.len())
+            .map(|i| match list.is_null(i) {
+                true => vec![],
+                false => strings(list.value(i).as_ref())
+                    .into_iter()
+                    .flatten()
+                    .collect(),
+            })
+            .collect()
+    }
     match array.data_type() {
-        DataType::List(_) => {
-            let list = array.as_list::<i32>();
-            (0..list.len())
-                .map(|i| match list.is_null(i) {
-                    true => vec![],
-                    false => strings(list.value(i).as_ref())
-                        .into_iter()
-                        .flatten()
-                        .collect(),
-                })
-                .collect()
-        }
-        DataType::LargeList(_) => {
-            let list = array.as_list::<i64>();
-            (0..list.len())
-                .map(|i| match list.is_null(i) {
-                    true => vec![],
-                    false => strings(list.value(i).as_ref())
-                        .into_iter()
-                        .flatten()
-                        .collect(),
-                })
-                .collect()
-        }
+        DataType::List(_) => elements(array.as_list::<i32>()),
+        DataType::LargeList(_) => elements(array.as_list::<i64>()),
         _ => strings(array)
             .into_iter()
             .map(|l| l.into_iter().collect())

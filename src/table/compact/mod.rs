@@ -305,7 +305,7 @@ pub(crate) async fn rewrite(
         ((target as f64 / (input_bytes.max(1) as f64 / input_rows.max(1) as f64)) as usize).max(1);
     let names_for = |prefix: &str, rows: i64| -> Vec<String> {
         (0..(rows as usize / rows_per_file + 2))
-            .map(|_| namer.next(prefix, ".parquet"))
+            .map(|_| namer.next(prefix, super::data_file::data_suffix(layout)))
             .collect()
     };
     let outputs = OutputFiles {

@@ -1,29 +1,32 @@
 //! Decoding data files: a Parquet file's row groups and columns (by name, as the file's schema
 //! version calls them) into batches of a table's layout, cast where the writer chose another
-//! representation and null where the file has no such column; Avro files (postpone buckets)
-//! whole. Local Parquet files are mapped, not read. Every read strategy (whole files, the page
+//! representation and null where the file has no such column; ORC and Avro files whole (each
+//! file by its own format, named by its extension). Local Parquet files are mapped, not read. Every read strategy (whole files, the page
 //! cache, row filters, late materialization) decodes through here; this module knows none of
 //! them.
 
 use std::ops::Range;
-use std::sync::Arc;
 
-use arrow::array::{new_null_array, RecordBatch};
-use arrow::compute::cast;
+use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Int8Type, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use snafu::ResultExt;
 
+pub(crate) use super::conform::{file_names, name_in_file, Decoded};
 use super::row_kind::{constant_kind, ConstantColumn};
-use crate::error::{ArrowSnafu, ParquetSnafu, Result};
-use crate::spec::{KEY_FIELD_PREFIX, VALUE_KIND};
+use crate::error::{ParquetSnafu, Result};
+use crate::spec::options::FileFormat;
+use crate::spec::VALUE_KIND;
 use crate::table::evolution::{FileColumns, FileRef};
 use crate::table::key_filter::RowGroupFilter;
 
-/// The suffix of Avro data files (Paimon's postpone buckets); every other data file is Parquet.
-pub(crate) const AVRO_SUFFIX: &str = ".avro";
+/// Whether the data file at `path` is Parquet, which is read by ranges and row groups; files of
+/// other formats are read whole (pure).
+pub(crate) fn is_parquet(path: &str) -> bool {
+    FileFormat::of_file(path) == FileFormat::Parquet
+}
 
 /// Batches of one data file.
 pub(crate) type Batches = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
@@ -43,7 +46,7 @@ pub fn decode(path: &str, bytes: Bytes, target: &SchemaRef) -> Result<Vec<Record
 /// chunk into a buffer of its own first (a tenth of a scan's time went to that copy). The mapping
 /// lives as long as the read's batches refer to it.
 pub(crate) fn local_file(io: &crate::io::FileIo, path: &str) -> Option<Bytes> {
-    if path.ends_with(AVRO_SUFFIX) || path.contains("://") {
+    if !is_parquet(path) || path.contains("://") {
         return None;
     }
     let file = io.open_local(path)?;
@@ -52,15 +55,6 @@ pub(crate) fn local_file(io: &crate::io::FileIo, path: &str) -> Option<Bytes> {
     // short by hand under a running read is the one way to a fault here.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
     Some(Bytes::from_owner(map))
-}
-
-/// The name a target column has in a file written under another schema version (none: the file
-/// has no such column, which reads as NULL).
-pub(crate) fn name_in_file(columns: Option<&FileColumns>, name: &str) -> Option<String> {
-    match columns.and_then(|c| c.get(name)) {
-        Some(mapped) => mapped.clone(),
-        None => Some(name.to_string()),
-    }
 }
 
 /// [`decode`], reading only the row groups `filter` keeps (and of those, the ones in `part`).
@@ -72,13 +66,20 @@ pub(crate) fn decode_filtered(
     columns: Option<&FileColumns>,
     part: Option<&Range<u64>>,
 ) -> Result<Vec<RecordBatch>> {
-    if path.ends_with(AVRO_SUFFIX) {
-        if part.is_some() {
-            return crate::error::InternalSnafu {
-                message: format!("{path}: an Avro data file is read whole, not by parts"),
-            }
-            .fail();
+    let format = FileFormat::of_file(path);
+    if format != FileFormat::Parquet && part.is_some() {
+        return crate::error::InternalSnafu {
+            message: format!("{path}: a {format:?} data file is read whole, not by parts"),
         }
+        .fail();
+    }
+    if format == FileFormat::Orc {
+        crate::metrics::metrics()
+            .bytes_read
+            .inc_by(bytes.len() as u64);
+        return super::orc_file::decode(path, bytes, target, columns);
+    }
+    if format == FileFormat::Avro {
         let file_name_of = |name: &str| name_in_file(columns, name);
         crate::metrics::metrics()
             .bytes_read
@@ -180,32 +181,6 @@ pub(crate) fn decode_built<R: parquet::file::reader::ChunkReader + 'static>(
     decode_projected(path, builder, batch_rows, target, columns)
 }
 
-/// Each target column's name in a file of schema `file` (`None`: not in it, read as NULL). A key
-/// column (`_KEY_<k>`) that a thin file lacks (Paimon's `data-file.thin-mode`; paimon-rust writes
-/// no others) is read from its value column `<k>`, as Java's `FormatReaderMapping.trimKeyFields`
-/// does.
-pub(crate) fn file_names(
-    file: &SchemaRef,
-    target: &SchemaRef,
-    columns: Option<&FileColumns>,
-) -> Vec<Option<String>> {
-    let has = |n: &str| file.fields().iter().any(|f| f.name() == n);
-    target
-        .fields()
-        .iter()
-        .map(|f| {
-            let name = name_in_file(columns, f.name());
-            if name.as_deref().is_some_and(has) {
-                return name;
-            }
-            match f.name().strip_prefix(KEY_FIELD_PREFIX) {
-                Some(k) => name_in_file(columns, k).filter(|v| has(v)).or(name),
-                None => name,
-            }
-        })
-        .collect()
-}
-
 /// The root positions (sorted, each once) of the target's columns in a file of schema `file`.
 pub(crate) fn file_roots(
     file: &SchemaRef,
@@ -255,67 +230,7 @@ pub(crate) fn decode_projected<R: parquet::file::reader::ChunkReader + 'static>(
         .with_batch_size(batch_rows)
         .build()
         .context(ParquetSnafu { path })?;
-    Ok(Decoded {
-        path: path.to_string(),
-        reader,
-        target: Arc::clone(target),
-        names,
-        kind,
-    })
-}
-
-/// A Parquet file's batches in a table's layout, decoded as they are taken: columns are found by
-/// their name in the file, cast where the file chose another type, and null where it has none.
-pub(crate) struct Decoded {
-    path: String,
-    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
-    target: SchemaRef,
-    /// Each target column's name in the file (none: not in the file).
-    names: Vec<Option<String>>,
-    /// The row kind and its target position, where the file holds one value in every row.
-    kind: Option<(usize, ConstantColumn<Int8Type>)>,
-}
-
-impl Decoded {
-    fn conform(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
-        let n = batch.num_rows();
-        let mut kind = self.kind.as_mut().map(|(at, k)| (*at, k.column(n)));
-        let columns = self
-            .target
-            .fields()
-            .iter()
-            .zip(&self.names)
-            .enumerate()
-            .map(|(i, (f, name))| match kind.take_if(|(at, _)| *at == i) {
-                Some((_, kinds)) => Ok(kinds),
-                None => match name.as_deref().and_then(|n| batch.column_by_name(n)) {
-                    Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
-                    Some(c) => cast(c, f.data_type()).context(ArrowSnafu {
-                        context: format!("{}: column {}", self.path, f.name()),
-                    }),
-                    None => Ok(new_null_array(f.data_type(), n)),
-                },
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
-        let batch = RecordBatch::try_new_with_options(Arc::clone(&self.target), columns, &opts)
-            .context(ArrowSnafu {
-                context: format!("{}: does not match the table schema", self.path),
-            })?;
-        crate::metrics::metrics().rows_read.inc_by(n as u64);
-        Ok(batch)
-    }
-}
-
-impl Iterator for Decoded {
-    type Item = Result<RecordBatch>;
-
-    fn next(&mut self) -> Option<Result<RecordBatch>> {
-        let batch = self.reader.next()?.context(ArrowSnafu {
-            context: format!("reading {}", self.path),
-        });
-        Some(batch.and_then(|b| self.conform(b)))
-    }
+    Ok(Decoded::new(path, Box::new(reader), target, names, kind))
 }
 
 /// The compressed bytes of the column chunks of `roots` (root column positions) in `groups` (all:
@@ -362,6 +277,13 @@ pub(crate) fn read_lazily(
         return Ok(Box::new(decoded));
     }
     let bytes = handle.block_on(io.read_data(&file.path))?;
+    if FileFormat::of_file(&file.path) == FileFormat::Orc && file.part.is_none() {
+        crate::metrics::metrics()
+            .bytes_read
+            .inc_by(bytes.len() as u64);
+        let decoded = super::orc_file::open(&file.path, bytes, target, file.columns.as_ref())?;
+        return Ok(Box::new(decoded));
+    }
     let batches = decode_filtered(
         &file.path,
         bytes,

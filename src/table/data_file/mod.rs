@@ -1,5 +1,6 @@
-//! Data files: encoding one sorted run (or a chunk of appended rows) as Parquet (Avro for a
-//! postpone bucket's files, see `avro_file`) with its `DataFileMeta` statistics, and reading
+//! Data files: encoding one sorted run (or a chunk of appended rows) as Parquet, ORC
+//! ([`orc_file`]) or Avro (`avro_file`: a postpone bucket's files, or `file.format = avro`) with
+//! its `DataFileMeta` statistics, and reading
 //! files back into batches of an expected schema: whole, by key range through the page cache
 //! ([`super::page_cache`]), tested row by row ([`super::row_filter`]), or as sorted runs with
 //! their deletion vectors. The decoding itself, which those strategies share, is [`decode`].
@@ -17,18 +18,49 @@ use crate::error::{ArrowSnafu, Result};
 use crate::schema::layout::{datum_at, TableLayout};
 use crate::spec::binary_row::{self, Datum};
 use crate::spec::manifest::{DataFileMeta, FileSource, SimpleStats};
+use crate::spec::options::FileFormat;
 pub(crate) use parquet_writer::{encode_parquet, EXACT_BOUNDS_KEY, ROW_GROUP_ROWS};
 
+mod conform;
 pub mod decode;
+mod orc_file;
 mod parquet_writer;
 mod row_kind;
 
 pub use decode::decode;
 pub(crate) use decode::{
-    decode_built, decode_filtered, decode_parquet, local_file, name_in_file, part_groups,
-    read_lazily, Batches, AVRO_SUFFIX,
+    decode_built, decode_filtered, decode_parquet, is_parquet, local_file, name_in_file,
+    part_groups, read_lazily, Batches,
 };
 pub(crate) use row_kind::ConstantColumn;
+
+/// The extension of the data files a writer of `layout` writes: the table's `file.format` where
+/// its writer encodes every column of the layout, Parquet otherwise (every Paimon reader takes
+/// each file's format from its extension, so a table may mix them) (pure).
+pub(crate) fn data_suffix(layout: &TableLayout) -> &'static str {
+    let format = match layout.options.format {
+        Some(FileFormat::Orc) if orc_file::writable(&layout.file_schema) => FileFormat::Orc,
+        Some(FileFormat::Avro) if super::avro_file::convertible(layout) => FileFormat::Avro,
+        _ => FileFormat::Parquet,
+    };
+    format.suffix()
+}
+
+/// The columns of `batch` (in the table's file layout) a Parquet or ORC file holds: all of them,
+/// or without the `_KEY_` columns under `data-file.thin-mode` (every key column is a value
+/// column of the same name, which readers take the key from, as Java's `trimKeyFields` does).
+/// Avro files (a postpone bucket's) keep Paimon's full KeyValue record.
+fn stored(layout: &TableLayout, batch: &RecordBatch) -> Result<RecordBatch> {
+    let k = layout.key_indices.len();
+    if !layout.options.thin_mode || k == 0 {
+        return Ok(batch.clone());
+    }
+    batch
+        .project(&(k..batch.num_columns()).collect::<Vec<_>>())
+        .context(ArrowSnafu {
+            context: "dropping the key columns of a thin data file",
+        })
+}
 
 /// Encodes `batch` (in the table's file layout, sorted by key for PK tables) as a Parquet file.
 pub fn encode(
@@ -46,10 +78,11 @@ pub fn encode(
         }
         .fail();
     }
-    let buf = if file_name.ends_with(AVRO_SUFFIX) {
-        super::avro_file::encode(layout, batch)?
-    } else {
-        encode_parquet(batch, &file_name, layout.options.compression_at(level))?
+    let compression = layout.options.compression_at(level);
+    let buf = match FileFormat::of_file(&file_name) {
+        FileFormat::Avro => super::avro_file::encode(layout, batch)?,
+        FileFormat::Orc => orc_file::encode(&stored(layout, batch)?, &file_name, compression)?,
+        FileFormat::Parquet => encode_parquet(&stored(layout, batch)?, &file_name, compression)?,
     };
 
     let n = batch.num_rows();
@@ -172,9 +205,8 @@ fn load_selected(
     filter: Option<&RowGroupFilter>,
 ) -> Result<Vec<RecordBatch>> {
     let fetch = || handle.block_on(io.read_data(&file.path));
-    let cacheable = filter.filter(|_| {
-        !file.path.ends_with(AVRO_SUFFIX) && io.caches_metadata() && file.part.is_none()
-    });
+    let cacheable =
+        filter.filter(|_| is_parquet(&file.path) && io.caches_metadata() && file.part.is_none());
     let (columns, part) = (file.columns.as_ref(), file.part.as_ref());
     match (local_file(io, &file.path), cacheable) {
         (Some(local), Some(f)) => {

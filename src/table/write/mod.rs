@@ -339,7 +339,10 @@ impl TableWrite {
             let dir = self.table().bucket_dir(&id.partition, id.bucket)?;
             let names = (
                 self.shared.namer.next(&self.file_name.0, self.file_name.1),
-                self.shared.namer.next("changelog-", ".parquet"),
+                self.shared.namer.next(
+                    "changelog-",
+                    super::data_file::data_suffix(&self.shared.layout),
+                ),
             );
             jobs.push((id.clone(), dir, names, job));
         }
@@ -630,18 +633,19 @@ impl TableWrite {
     }
 }
 
-/// (prefix, suffix) of the data files a writer of `layout` spills: `data-<uuid>-<n>.parquet`, or
-/// in a postpone bucket Paimon's `data--u-<commit user>-s-<write id>-w-<uuid>-<n>.avro`, whose
-/// prefix tells the compaction which files one writer wrote (it reads them in creation order).
-/// Avro unless a column has no Avro form, as Paimon's postpone writer decides.
+/// (prefix, suffix) of the data files a writer of `layout` spills: `data-<uuid>-<n>.<format>`
+/// (the table's `file.format`, see [`super::data_file::data_suffix`]), or in a postpone bucket
+/// Paimon's `data--u-<commit user>-s-<write id>-w-<uuid>-<n>.avro`, whose prefix tells the
+/// compaction which files one writer wrote (it reads them in creation order). Avro unless a
+/// column has no Avro form, as Paimon's postpone writer decides.
 fn data_file_name(layout: &TableLayout) -> (String, &'static str) {
     if layout.bucket_mode != BucketMode::Postpone {
-        return ("data-".to_string(), ".parquet");
+        return ("data-".to_string(), super::data_file::data_suffix(layout));
     }
     let user = uuid::Uuid::new_v4();
     let write_id = (user.as_u128() as u32) & 0x7fff_ffff;
     let suffix = if super::avro_file::convertible(layout) {
-        super::data_file::AVRO_SUFFIX
+        crate::spec::options::FileFormat::Avro.suffix()
     } else {
         ".parquet"
     };
