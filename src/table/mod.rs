@@ -10,6 +10,7 @@ pub mod branch;
 pub mod changes;
 pub mod commit;
 pub mod compact;
+pub(crate) mod data_evolution;
 pub mod data_file;
 pub(crate) mod deletion_vectors;
 pub(crate) mod evolution;

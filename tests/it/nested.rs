@@ -275,13 +275,118 @@ async fn a_null_in_a_not_null_nested_field_is_refused_and_changes_nothing() {
     assert_eq!(read_rows(&t, None).await, sorted(want));
 }
 
+/// Writes the rows `read` holds (`id BIGINT, v VARIANT`) back into `t` under ids shifted by
+/// `by`, as tidelake writes them (unshredded).
+async fn write_back_shifted(t: &tidelake::Table, read: &arrow::array::RecordBatch, by: i64) {
+    use arrow::array::{AsArray, Int64Array};
+    let ids: Int64Array = read
+        .column(0)
+        .as_primitive::<arrow::datatypes::Int64Type>()
+        .iter()
+        .map(|id| id.map(|id| id + by))
+        .collect();
+    let copy = arrow::array::RecordBatch::try_new(
+        read.schema(),
+        vec![
+            std::sync::Arc::new(ids),
+            std::sync::Arc::clone(read.column(1)),
+        ],
+    )
+    .unwrap();
+    t.write_batches(&[copy], WriteOptions::default(), None)
+        .await
+        .unwrap();
+}
+
+/// pypaimon's decoding of each row's VARIANT (`id, v`), by id (JSON null for SQL NULL).
+fn pypaimon_variants(wh: &str, name: &str) -> std::collections::BTreeMap<i64, Value> {
+    paimon_rows(wh, name, None)
+        .iter()
+        .map(|r| {
+            let v = r[1]
+                .as_str()
+                .map(|text| serde_json::from_str::<Value>(text).unwrap())
+                .unwrap_or(Value::Null);
+            (r[0].as_i64().unwrap(), v)
+        })
+        .collect()
+}
+
+/// Shredded VARIANT (pypaimon 2.1 with `variant.shreddingSchema`: the Parquet variant shredding
+/// layout, `metadata`, `value` and `typed_value`, some keys of an object in typed columns of their
+/// own): tidelake reads the values whole, as the unshredded form gives them; pypaimon decodes the
+/// copies tidelake writes back to the values pypaimon wrote, whatever was shredded.
+#[tokio::test]
+async fn shredded_variant_values_read_as_the_unshredded_form_gives_them() {
+    let s = Scratch::new();
+    let shred = json!({"type": "ROW", "fields": [{"id": 0, "name": "v", "type": {"type": "ROW", "fields": [
+        {"id": 0, "name": "a", "type": "BIGINT"},
+        {"id": 1, "name": "s", "type": "STRING"},
+        {"id": 2, "name": "d", "type": "DOUBLE"},
+        {"id": 3, "name": "at", "type": "TIMESTAMP(3)"},
+        {"id": 4, "name": "o", "type": {"type": "ROW", "fields": [
+            {"id": 0, "name": "x", "type": "BIGINT"}, {"id": 1, "name": "y", "type": "STRING"}]}}]}}]});
+    let values = [
+        json!({"a": 1, "s": "hello", "d": 2.5, "o": {"x": 7, "y": "yy"}}),
+        json!({"a": 300, "extra": "e", "zz": [1, {"k": "v"}], "o": {"x": 8, "more": 1.5}}),
+        json!({"s": "only s"}),
+        json!({"o": "not an object", "a": -1099511627776i64}),
+        json!(42),
+        json!("a string"),
+        json!([1, "two", {"a": 3}]),
+        json!({}),
+        json!({"zzz": 1}),
+        json!({"s": "x".repeat(70)}),
+        Value::Null,
+    ];
+    for (name, pk) in [("db.shk", true), ("db.sha", false)] {
+        let mut spec = json!({"columns": [["id", "int64", false], ["v", "variant", true]],
+                              "options": {"bucket": if pk { "1" } else { "-1" },
+                                          "variant.shreddingSchema": shred.to_string()}});
+        if pk {
+            spec["primary_keys"] = json!(["id"]);
+        }
+        paimon(&["create", s.path(), name, &spec.to_string()]);
+        let rows: Vec<Value> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| json!({"id": i as i64 + 1, "v": v}))
+            .collect();
+        paimon(&["write", s.path(), name, &Value::Array(rows).to_string()]);
+        let t = s
+            .catalog
+            .load_table(&Identifier::parse(name).unwrap())
+            .await
+            .unwrap();
+        let read = t
+            .read_all(tidelake::table::SnapshotSelector::Latest, None)
+            .await
+            .unwrap();
+        let read = arrow::compute::concat_batches(&read[0].schema(), &read).unwrap();
+        assert_eq!(read.num_rows(), values.len(), "{name}");
+        // tidelake writes what it read under ids 101.., unshredded; pypaimon decodes both.
+        write_back_shifted(&t, &read, 100).await;
+        let decoded = pypaimon_variants(s.path(), name);
+        assert_eq!(decoded.len(), 2 * values.len(), "{name}");
+        for (i, want) in values.iter().enumerate() {
+            let id = i as i64 + 1;
+            assert_eq!(&decoded[&id], want, "{name}: pypaimon's own value {id}");
+            assert_eq!(
+                &decoded[&(id + 100)],
+                want,
+                "{name}: tidelake's copy of {id}"
+            );
+        }
+    }
+}
+
 /// VARIANT (pypaimon 2.1 writes it unshredded: `struct<value binary, metadata binary>` in Parquet,
 /// value first as Paimon's `ParquetSchemaConverter` lays it out): tidelake reads pypaimon's values
 /// byte for byte, writes them back, and pypaimon decodes what tidelake wrote to the same values. A
 /// VARIANT key is refused; SQL DDL declares it.
 #[tokio::test]
 async fn variant_values_are_shared_with_pypaimon_byte_for_byte() {
-    use arrow::array::{Array, AsArray, Int64Array};
+    use arrow::array::{Array, AsArray};
     let s = Scratch::new();
     let name = "db.var";
     let spec = json!({"columns": [["id", "int64", false], ["v", "variant", true]],
@@ -316,37 +421,13 @@ async fn variant_values_are_shared_with_pypaimon_byte_for_byte() {
     assert_eq!(v.column_names(), ["value", "metadata"]);
     assert_eq!(v.null_count(), 1);
     // tidelake writes the same values under ids 11..14.
-    let ids: Int64Array = read
-        .column(0)
-        .as_primitive::<arrow::datatypes::Int64Type>()
-        .iter()
-        .map(|id| id.map(|id| id + 10))
-        .collect();
-    let copy = arrow::array::RecordBatch::try_new(
-        read.schema(),
-        vec![
-            std::sync::Arc::new(ids),
-            std::sync::Arc::clone(read.column(1)),
-        ],
-    )
-    .unwrap();
-    t.write_batches(&[copy], WriteOptions::default(), None)
-        .await
-        .unwrap();
-    let py = paimon_rows(s.path(), name, None);
-    assert_eq!(py.len(), 8);
-    let by_id: std::collections::BTreeMap<i64, Value> = py
-        .iter()
-        .map(|r| (r[0].as_i64().unwrap(), r[1].clone()))
-        .collect();
+    write_back_shifted(&t, &read, 10).await;
+    let decoded = pypaimon_variants(s.path(), name);
+    assert_eq!(decoded.len(), 8);
     for (i, want) in values.iter().enumerate() {
         let id = i as i64 + 1;
-        let decoded = by_id[&id]
-            .as_str()
-            .map(|text| serde_json::from_str::<Value>(text).unwrap())
-            .unwrap_or(Value::Null);
-        assert_eq!(&decoded, want, "pypaimon's own value {id}");
-        assert_eq!(by_id[&(id + 10)], by_id[&id], "tidelake's copy of {id}");
+        assert_eq!(&decoded[&id], want, "pypaimon's own value {id}");
+        assert_eq!(&decoded[&(id + 10)], want, "tidelake's copy of {id}");
     }
     // A VARIANT key is refused; SQL declares the type.
     let e = s

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use arrow::array::{new_null_array, RecordBatch};
 use arrow::compute::cast;
-use arrow::datatypes::{Int8Type, SchemaRef};
+use arrow::datatypes::{DataType, Int8Type, SchemaRef};
 use snafu::ResultExt;
 
 use super::row_kind::ConstantColumn;
-use crate::error::{ArrowSnafu, Result};
+use crate::error::{ArrowSnafu, Malformed, Result};
 use crate::spec::KEY_FIELD_PREFIX;
 use crate::table::evolution::FileColumns;
 
@@ -98,6 +98,15 @@ impl Decoded {
                 Some((_, kinds)) => Ok(kinds),
                 None => match name.as_deref().and_then(|n| batch.column_by_name(n)) {
                     Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
+                    Some(c) if super::shredded::is_shredded(c.data_type()) => match f.data_type() {
+                        DataType::Struct(fields) => super::shredded::unshred(c, fields)
+                            .map_err(|e| Malformed(e).within(f.name()).at(&self.path)),
+                        _ => Err(Malformed(
+                            "a shredded VARIANT where the table has no VARIANT".into(),
+                        )
+                        .within(f.name())
+                        .at(&self.path)),
+                    },
                     Some(c) => cast(c, f.data_type()).context(ArrowSnafu {
                         context: format!("{}: column {}", self.path, f.name()),
                     }),

@@ -46,7 +46,16 @@ pub fn decode(path: &str, bytes: Bytes, target: &SchemaRef) -> Result<Vec<Record
 /// chunk into a buffer of its own first (a tenth of a scan's time went to that copy). The mapping
 /// lives as long as the read's batches refer to it.
 pub(crate) fn local_file(io: &crate::io::FileIo, path: &str) -> Option<Bytes> {
-    if !is_parquet(path) || path.contains("://") {
+    if !is_parquet(path) {
+        return None;
+    }
+    mapped(io, path)
+}
+
+/// The bytes of the local file behind `path`, of any format, mapped into memory (see
+/// [`local_file`]); none where the warehouse is not local.
+fn mapped(io: &crate::io::FileIo, path: &str) -> Option<Bytes> {
+    if path.contains("://") {
         return None;
     }
     let file = io.open_local(path)?;
@@ -276,14 +285,20 @@ pub(crate) fn read_lazily(
         )?;
         return Ok(Box::new(decoded));
     }
-    let bytes = handle.block_on(io.read_data(&file.path))?;
     if FileFormat::of_file(&file.path) == FileFormat::Orc && file.part.is_none() {
+        // Mapped where local: ORC's decoder slices what it needs, and a fresh copy of the whole
+        // file cost more in page faults than the decoding.
+        let bytes = match mapped(io, &file.path) {
+            Some(bytes) => bytes,
+            None => handle.block_on(io.read_data(&file.path))?,
+        };
         crate::metrics::metrics()
             .bytes_read
             .inc_by(bytes.len() as u64);
         let decoded = super::orc_file::open(&file.path, bytes, target, file.columns.as_ref())?;
         return Ok(Box::new(decoded));
     }
+    let bytes = handle.block_on(io.read_data(&file.path))?;
     let batches = decode_filtered(
         &file.path,
         bytes,

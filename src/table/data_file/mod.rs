@@ -21,11 +21,13 @@ use crate::spec::manifest::{DataFileMeta, FileSource, SimpleStats};
 use crate::spec::options::FileFormat;
 pub(crate) use parquet_writer::{encode_parquet, EXACT_BOUNDS_KEY, ROW_GROUP_ROWS};
 
+mod blob_file;
 mod conform;
 pub mod decode;
 mod orc_file;
 mod parquet_writer;
 mod row_kind;
+mod shredded;
 
 pub use decode::decode;
 pub(crate) use decode::{
