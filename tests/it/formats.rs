@@ -367,3 +367,41 @@ async fn tables_created_as_avro_get_avro_files_that_fastavro_and_pypaimon_read()
         }
     }
 }
+
+#[tokio::test]
+async fn a_large_orc_file_is_scanned_in_parts_that_add_up_to_it() {
+    let s = Scratch::new();
+    let engine = engine(&s).await;
+    sql(
+        &engine,
+        "CREATE TABLE db.big (id BIGINT NOT NULL, v STRING) WITH ('file.format' = 'orc')",
+    )
+    .await
+    .unwrap();
+    // 700k rows in one file: three stripes, read as parts by the scan's partitions.
+    sql(
+        &engine,
+        "INSERT INTO db.big SELECT value, CAST(value % 7 AS VARCHAR) FROM generate_series(0, 699999)",
+    )
+    .await
+    .unwrap();
+    let dir = std::path::Path::new(s.path()).join("db.db/big");
+    assert_eq!(files_with(&dir, "orc").len(), 1);
+    let got = sql(
+        &engine,
+        "SELECT count(*), count(DISTINCT id), sum(id), min(id), max(id), count(v) FROM db.big",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        got,
+        vec![vec![
+            json!(700_000),
+            json!(700_000),
+            json!(244_999_650_000i64),
+            json!(0),
+            json!(699_999),
+            json!(700_000)
+        ]]
+    );
+}

@@ -76,17 +76,17 @@ pub(crate) fn decode_filtered(
     part: Option<&Range<u64>>,
 ) -> Result<Vec<RecordBatch>> {
     let format = FileFormat::of_file(path);
+    if format == FileFormat::Orc {
+        crate::metrics::metrics()
+            .bytes_read
+            .inc_by(bytes.len() as u64);
+        return super::orc_file::decode(path, bytes, target, columns, part);
+    }
     if format != FileFormat::Parquet && part.is_some() {
         return crate::error::InternalSnafu {
             message: format!("{path}: a {format:?} data file is read whole, not by parts"),
         }
         .fail();
-    }
-    if format == FileFormat::Orc {
-        crate::metrics::metrics()
-            .bytes_read
-            .inc_by(bytes.len() as u64);
-        return super::orc_file::decode(path, bytes, target, columns);
     }
     if format == FileFormat::Avro {
         let file_name_of = |name: &str| name_in_file(columns, name);
@@ -159,7 +159,7 @@ pub(crate) fn part_groups(
 
 /// The positions of the groups (of these row counts, in file order) whose first row is in
 /// `part`. Pure.
-fn groups_starting_in(rows: impl Iterator<Item = i64>, part: &Range<u64>) -> Vec<usize> {
+pub(crate) fn groups_starting_in(rows: impl Iterator<Item = i64>, part: &Range<u64>) -> Vec<usize> {
     let mut first = 0u64;
     let mut out = Vec::new();
     for (g, n) in rows.enumerate() {
@@ -285,7 +285,7 @@ pub(crate) fn read_lazily(
         )?;
         return Ok(Box::new(decoded));
     }
-    if FileFormat::of_file(&file.path) == FileFormat::Orc && file.part.is_none() {
+    if FileFormat::of_file(&file.path) == FileFormat::Orc {
         // Mapped where local: ORC's decoder slices what it needs, and a fresh copy of the whole
         // file cost more in page faults than the decoding.
         let bytes = match mapped(io, &file.path) {
@@ -295,7 +295,13 @@ pub(crate) fn read_lazily(
         crate::metrics::metrics()
             .bytes_read
             .inc_by(bytes.len() as u64);
-        let decoded = super::orc_file::open(&file.path, bytes, target, file.columns.as_ref())?;
+        let decoded = super::orc_file::open(
+            &file.path,
+            bytes,
+            target,
+            file.columns.as_ref(),
+            file.part.as_ref(),
+        )?;
         return Ok(Box::new(decoded));
     }
     let bytes = handle.block_on(io.read_data(&file.path))?;

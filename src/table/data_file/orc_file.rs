@@ -4,6 +4,8 @@
 //! owns the mapping: which of the table's types its writer encodes, which codec a table's
 //! `file.compression` names, and that a file it cannot decode is refused naming the file.
 
+use std::ops::Range;
+
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use bytes::Bytes;
@@ -15,6 +17,8 @@ use orc_rust::ArrowWriterBuilder;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::conform::{file_names, Decoded};
+use super::decode::groups_starting_in;
+use super::parquet_writer::ROW_GROUP_ROWS;
 use crate::error::{Malformed, Result};
 use crate::spec::options::FileCompression;
 use crate::table::evolution::FileColumns;
@@ -30,6 +34,7 @@ pub(crate) fn open(
     bytes: Bytes,
     target: &SchemaRef,
     columns: Option<&FileColumns>,
+    part: Option<&Range<u64>>,
 ) -> Result<Decoded> {
     let broken =
         |e: &dyn std::fmt::Display| Malformed(format!("not a readable ORC file: {e}")).at(path);
@@ -43,7 +48,18 @@ pub(crate) fn open(
     read.sort_unstable();
     read.dedup();
     let mask = ProjectionMask::named_roots(builder.file_metadata().root_data_type(), &read);
-    let reader = builder.with_projection(mask).build();
+    let mut builder = builder.with_projection(mask);
+    if let Some(part) = part {
+        // A part is the stripes whose first row is in it, as a Parquet part is row groups.
+        let stripes = builder.file_metadata().stripe_metadatas();
+        let chosen = groups_starting_in(stripes.iter().map(|s| s.number_of_rows() as i64), part);
+        let bytes = match (chosen.first(), chosen.last()) {
+            (Some(&a), Some(&b)) => stripes[a].offset() as usize..stripes[b].offset() as usize + 1,
+            _ => 0..0,
+        };
+        builder = builder.with_file_byte_range(bytes);
+    }
+    let reader = builder.build();
     let guarded_reader = Guarded {
         path: path.to_string(),
         inner: reader,
@@ -63,8 +79,9 @@ pub(crate) fn decode(
     bytes: Bytes,
     target: &SchemaRef,
     columns: Option<&FileColumns>,
+    part: Option<&Range<u64>>,
 ) -> Result<Vec<RecordBatch>> {
-    open(path, bytes, target, columns)?.collect()
+    open(path, bytes, target, columns, part)?.collect()
 }
 
 /// The timestamp unit to decode in: nanoseconds only where the target keeps them (they overflow
@@ -163,7 +180,16 @@ pub(crate) fn encode(
         builder = builder.with_compression(c);
     }
     let mut writer = builder.try_build().map_err(|e| failed(&e))?;
-    writer.write(batch).map_err(|e| failed(&e))?;
+    // Stripes of Parquet's row-group size, so a scan can read a file in parts.
+    let mut at = 0;
+    while at < batch.num_rows() {
+        let n = ROW_GROUP_ROWS.min(batch.num_rows() - at);
+        writer.write(&batch.slice(at, n)).map_err(|e| failed(&e))?;
+        at += n;
+        if at < batch.num_rows() {
+            writer.flush_stripe().map_err(|e| failed(&e))?;
+        }
+    }
     writer.close().map_err(|e| failed(&e))?;
     Ok(buf)
 }
@@ -223,7 +249,7 @@ mod tests {
                     true,
                 ),
             ]));
-            let out = decode("f.orc", bytes, &target, None).unwrap();
+            let out = decode("f.orc", bytes, &target, None, None).unwrap();
             assert_eq!(out.len(), 1, "{c:?}");
             let b = &out[0];
             assert_eq!(b.schema(), target);
@@ -248,19 +274,49 @@ mod tests {
     }
 
     #[test]
+    fn files_are_written_in_stripes_that_parts_read_without_overlap() {
+        let n = 2 * ROW_GROUP_ROWS + 5;
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let ids = Int64Array::from_iter_values(0..n as i64);
+        let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(ids)]).unwrap();
+        let bytes = Bytes::from(encode(&batch, "f.orc", FileCompression::Zstd(1)).unwrap());
+        let builder = ArrowReaderBuilder::try_new(bytes.clone()).unwrap();
+        assert_eq!(builder.file_metadata().stripe_metadatas().len(), 3);
+        let g = ROW_GROUP_ROWS as u64;
+        let ids_of = |part: Range<u64>| -> Vec<i64> {
+            decode("f.orc", bytes.clone(), &schema, None, Some(&part))
+                .unwrap()
+                .iter()
+                .flat_map(|b| {
+                    b.column(0)
+                        .as_primitive::<arrow::datatypes::Int64Type>()
+                        .values()
+                        .to_vec()
+                })
+                .collect()
+        };
+        let first = ids_of(0..g);
+        let rest = ids_of(g..u64::MAX);
+        assert_eq!(first, (0..g as i64).collect::<Vec<_>>());
+        assert_eq!(rest, (g as i64..n as i64).collect::<Vec<_>>());
+        // A part in which no stripe starts reads nothing.
+        assert!(ids_of(1..g).is_empty());
+    }
+
+    #[test]
     fn a_damaged_file_is_refused_naming_it() {
         let bytes = Bytes::from(encode(&batch(), "f.orc", FileCompression::Zstd(1)).unwrap());
         let target = batch().schema();
         let cut = bytes.slice(..bytes.len() / 2);
-        let e = decode("db.db/t/bucket-0/f.orc", cut, &target, None).unwrap_err();
+        let e = decode("db.db/t/bucket-0/f.orc", cut, &target, None, None).unwrap_err();
         assert!(e.to_string().contains("db.db/t/bucket-0/f.orc"), "{e}");
         // Every flipped byte is refused or reads; none panics.
         for at in 0..bytes.len() {
             let mut b = bytes.to_vec();
             b[at] ^= 0x5a;
-            let _ = decode("f.orc", Bytes::from(b), &target, None);
+            let _ = decode("f.orc", Bytes::from(b), &target, None, None);
         }
-        assert!(decode("f.orc", Bytes::new(), &target, None).is_err());
+        assert!(decode("f.orc", Bytes::new(), &target, None, None).is_err());
     }
 
     #[test]
