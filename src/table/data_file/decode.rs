@@ -15,6 +15,7 @@ use parquet::arrow::ProjectionMask;
 use snafu::ResultExt;
 
 pub(crate) use super::conform::{file_names, name_in_file, Decoded};
+use super::parts::groups_starting_in;
 use super::row_kind::{constant_kind, ConstantColumn};
 use crate::error::{ParquetSnafu, Result};
 use crate::spec::options::FileFormat;
@@ -155,20 +156,6 @@ pub(crate) fn part_groups(
     part: &Range<u64>,
 ) -> Vec<usize> {
     groups_starting_in(md.row_groups().iter().map(|g| g.num_rows()), part)
-}
-
-/// The positions of the groups (of these row counts, in file order) whose first row is in
-/// `part`. Pure.
-pub(crate) fn groups_starting_in(rows: impl Iterator<Item = i64>, part: &Range<u64>) -> Vec<usize> {
-    let mut first = 0u64;
-    let mut out = Vec::new();
-    for (g, n) in rows.enumerate() {
-        if part.contains(&first) {
-            out.push(g);
-        }
-        first += n.max(0) as u64;
-    }
-    out
 }
 
 /// Decodes what `builder` selects (row groups, rows) into batches of `target` of at most

@@ -26,6 +26,7 @@ mod conform;
 pub mod decode;
 mod orc_file;
 mod parquet_writer;
+mod parts;
 mod row_kind;
 mod shredded;
 

@@ -17,8 +17,8 @@ use orc_rust::ArrowWriterBuilder;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::conform::{file_names, Decoded};
-use super::decode::groups_starting_in;
 use super::parquet_writer::ROW_GROUP_ROWS;
+use super::parts::groups_starting_in;
 use crate::error::{Malformed, Result};
 use crate::spec::options::FileCompression;
 use crate::table::evolution::FileColumns;
