@@ -312,23 +312,19 @@ impl TableLayout {
                 ));
             }
         };
-        if format == crate::spec::options::FileFormat::Orc
-            && std::iter::once(&self.options.compression)
+        use crate::spec::options::FileCompression;
+        let codecs = || {
+            std::iter::once(&self.options.compression)
                 .chain(self.options.compression_per_level.values())
-                .any(|c| matches!(c, crate::spec::options::FileCompression::Brotli))
+        };
+        if format == crate::spec::options::FileFormat::Orc
+            && codecs().any(|c| *c == FileCompression::Brotli)
         {
             return unsupported(
                 "'file.compression' = 'brotli' for ORC files (ORC's codecs are zlib, snappy, lz4, zstd and none)",
             );
         }
-        let lzo = crate::spec::options::FileCompression::Lzo;
-        if self.options.compression == lzo
-            || self
-                .options
-                .compression_per_level
-                .values()
-                .any(|c| *c == lzo)
-        {
+        if codecs().any(|c| *c == FileCompression::Lzo) {
             return unsupported(
                 "'file.compression' = 'lzo' (LZO files are read, but there is no LZO writer; \
                  choose zstd, snappy, lz4, lz4_raw, gzip, brotli or none)",

@@ -1,6 +1,6 @@
 //! The data-file options whose values are codes rather than numbers: `file.format` (which format
 //! new files take, and which format a file is by its extension) and `file.compression` (which
-//! codec). Parsed here from their text, read as options by [`super::options`].
+//! codec). Parsed here from their text; the table's options read them.
 
 use crate::error::{invalid_argument, Error, Result};
 

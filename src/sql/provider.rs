@@ -439,7 +439,7 @@ fn in_parts(splits: Vec<crate::table::Split>, partitions: usize) -> Vec<crate::t
     let rows: Vec<Option<u64>> = splits
         .iter()
         .map(|s| match s.files.as_slice() {
-            [f] if f.file_name.ends_with(".parquet") || f.file_name.ends_with(".orc") => {
+            [f] if crate::table::data_file::parts::splittable(&f.file_name) => {
                 Some(f.row_count.max(0) as u64)
             }
             _ => None,

@@ -4,37 +4,13 @@
 //! fast-forward; orphan removal keeps what any branch uses; bad requests change nothing.
 
 use serde_json::{json, Value};
-use tidelake::sql::{SqlEngine, SqlSession};
+use tidelake::sql::SqlEngine;
 use tidelake::Identifier;
 
-use crate::common::{paimon_rows, rows, Scratch};
-
-async fn sql(engine: &SqlEngine, statement: &str) -> tidelake::error::Result<Vec<Vec<Value>>> {
-    let out = engine
-        .execute(&SqlSession::default(), statement, &[])
-        .await?;
-    Ok(rows(&out.collect().await?))
-}
+use crate::common::{files_under, paimon_rows, sql, Scratch};
 
 fn pairs(p: &[(i64, &str)]) -> Vec<Vec<Value>> {
     p.iter().map(|(i, v)| vec![json!(i), json!(v)]).collect()
-}
-
-/// Every file under `dir`, relative to it.
-fn files_under(dir: &std::path::Path) -> std::collections::BTreeSet<String> {
-    let mut out = std::collections::BTreeSet::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    out
 }
 
 #[tokio::test]

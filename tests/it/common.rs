@@ -296,3 +296,31 @@ pub(crate) fn batch_with_schema(
     dec.serialize(json_rows).unwrap();
     dec.flush().unwrap().unwrap()
 }
+
+/// Runs one SQL statement as the default session and returns its rows as JSON values.
+pub(crate) async fn sql(
+    engine: &tidelake::sql::SqlEngine,
+    statement: &str,
+) -> tidelake::error::Result<Vec<Vec<Value>>> {
+    let out = engine
+        .execute(&tidelake::sql::SqlSession::default(), statement, &[])
+        .await?;
+    Ok(rows(&out.collect().await?))
+}
+
+/// Every file under `dir`, relative to it.
+pub(crate) fn files_under(dir: &std::path::Path) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out
+}

@@ -5,35 +5,19 @@
 //! (`file.format = avro`): written, compacted, and read by fastavro and pypaimon.
 
 use serde_json::{json, Value};
-use tidelake::sql::{SqlEngine, SqlSession};
+use tidelake::sql::SqlEngine;
 use tidelake::table::SnapshotSelector;
 use tidelake::Identifier;
 
-use crate::common::{paimon, paimon_rows, read_rows, rows, Scratch};
-
-async fn sql(engine: &SqlEngine, statement: &str) -> tidelake::error::Result<Vec<Vec<Value>>> {
-    let out = engine
-        .execute(&SqlSession::default(), statement, &[])
-        .await?;
-    Ok(rows(&out.collect().await?))
-}
+use crate::common::{files_under, paimon, paimon_rows, read_rows, sql, Scratch};
 
 /// The data files (name suffix `ext`) under a table's directory, as paths.
 fn files_with(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == ext) {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    files_under(dir)
+        .into_iter()
+        .filter(|f| f.ends_with(&format!(".{ext}")))
+        .map(|f| dir.join(f))
+        .collect()
 }
 
 /// A SQL engine over `s` with the database `db`.

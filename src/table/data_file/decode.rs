@@ -53,6 +53,19 @@ pub(crate) fn local_file(io: &crate::io::FileIo, path: &str) -> Option<Bytes> {
     mapped(io, path)
 }
 
+/// The bytes of the data file behind `path`: mapped where the warehouse is local (see
+/// [`local_file`]), else fetched through the store.
+pub(crate) fn file_bytes(
+    handle: &tokio::runtime::Handle,
+    io: &crate::io::FileIo,
+    path: &str,
+) -> Result<Bytes> {
+    match mapped(io, path) {
+        Some(bytes) => Ok(bytes),
+        None => handle.block_on(io.read_data(path)),
+    }
+}
+
 /// The bytes of the local file behind `path`, of any format, mapped into memory (see
 /// [`local_file`]); none where the warehouse is not local.
 fn mapped(io: &crate::io::FileIo, path: &str) -> Option<Bytes> {
@@ -78,9 +91,6 @@ pub(crate) fn decode_filtered(
 ) -> Result<Vec<RecordBatch>> {
     let format = FileFormat::of_file(path);
     if format == FileFormat::Orc {
-        crate::metrics::metrics()
-            .bytes_read
-            .inc_by(bytes.len() as u64);
         return super::orc_file::decode(path, bytes, target, columns, part);
     }
     if format != FileFormat::Parquet && part.is_some() {
@@ -272,16 +282,9 @@ pub(crate) fn read_lazily(
         )?;
         return Ok(Box::new(decoded));
     }
+    // Mapped where local: a fresh copy of a whole file cost more in page faults than decoding it.
+    let bytes = file_bytes(handle, io, &file.path)?;
     if FileFormat::of_file(&file.path) == FileFormat::Orc {
-        // Mapped where local: ORC's decoder slices what it needs, and a fresh copy of the whole
-        // file cost more in page faults than the decoding.
-        let bytes = match mapped(io, &file.path) {
-            Some(bytes) => bytes,
-            None => handle.block_on(io.read_data(&file.path))?,
-        };
-        crate::metrics::metrics()
-            .bytes_read
-            .inc_by(bytes.len() as u64);
         let decoded = super::orc_file::open(
             &file.path,
             bytes,
@@ -291,7 +294,6 @@ pub(crate) fn read_lazily(
         )?;
         return Ok(Box::new(decoded));
     }
-    let bytes = handle.block_on(io.read_data(&file.path))?;
     let batches = decode_filtered(
         &file.path,
         bytes,

@@ -26,7 +26,7 @@ mod conform;
 pub mod decode;
 mod orc_file;
 mod parquet_writer;
-mod parts;
+pub(crate) mod parts;
 mod row_kind;
 mod shredded;
 
@@ -207,7 +207,7 @@ fn load_selected(
     target: &SchemaRef,
     filter: Option<&RowGroupFilter>,
 ) -> Result<Vec<RecordBatch>> {
-    let fetch = || handle.block_on(io.read_data(&file.path));
+    let fetch = || decode::file_bytes(handle, io, &file.path);
     let cacheable =
         filter.filter(|_| is_parquet(&file.path) && io.caches_metadata() && file.part.is_none());
     let (columns, part) = (file.columns.as_ref(), file.part.as_ref());

@@ -38,6 +38,9 @@ pub(crate) fn open(
 ) -> Result<Decoded> {
     let broken =
         |e: &dyn std::fmt::Display| Malformed(format!("not a readable ORC file: {e}")).at(path);
+    crate::metrics::metrics()
+        .bytes_read
+        .inc_by(bytes.len() as u64);
     let builder = guarded(path, || ArrowReaderBuilder::try_new(bytes))?
         .map_err(|e| broken(&e))?
         .with_batch_size(BATCH_ROWS)

@@ -4,6 +4,16 @@
 
 use std::ops::Range;
 
+use crate::spec::options::FileFormat;
+
+/// Whether the data file `name` can be read in parts: Parquet (row groups) and ORC (stripes);
+/// Avro files, and formats not read here, are read whole (pure).
+pub(crate) fn splittable(name: &str) -> bool {
+    [FileFormat::Parquet, FileFormat::Orc]
+        .iter()
+        .any(|f| name.ends_with(f.suffix()))
+}
+
 /// The positions of the groups (of these row counts, in file order) whose first row is in
 /// `part`. Pure.
 pub(crate) fn groups_starting_in(rows: impl Iterator<Item = i64>, part: &Range<u64>) -> Vec<usize> {
@@ -32,5 +42,11 @@ mod tests {
             vec![1, 2]
         );
         assert!(groups_starting_in(rows.iter().copied(), &(1..100)).is_empty());
+    }
+
+    #[test]
+    fn parquet_and_orc_files_are_read_in_parts() {
+        assert!(splittable("data-1.parquet") && splittable("data-1.orc"));
+        assert!(!splittable("data-1.avro") && !splittable("data-1.blob"));
     }
 }
