@@ -84,6 +84,11 @@ impl TableLayout {
             .collect::<Result<Vec<_>>>()?;
         let rowkind_field_index = opts.rowkind_field().map(index_of).transpose()?;
         // Paimon's SchemaValidation.validateRowTracking.
+        if options.data_evolution && !opts.flag(crate::spec::options::ROW_TRACKING) {
+            return Err(invalid(
+                "Data evolution config must enabled with row-tracking.enabled".to_string(),
+            ));
+        }
         if opts.flag(crate::spec::options::ROW_TRACKING) {
             if pk {
                 return Err(invalid(

@@ -202,9 +202,11 @@ impl<'a> CoreOptions<'a> {
     }
 }
 
-/// `row-tracking.enabled`: append tables whose rows carry `_ROW_ID`s assigned at commit. tidelake
-/// reads them; writing is refused (the layout's `check_writable`).
+/// `row-tracking.enabled`: append tables whose rows carry `_ROW_ID`s assigned at commit.
 pub const ROW_TRACKING: &str = "row-tracking.enabled";
+/// `data-evolution.enabled` (on row-tracking tables): later writes may hold only some columns of
+/// rows already written, in files covering the same row ids ([`crate::table::data_evolution`]).
+pub const DATA_EVOLUTION: &str = "data-evolution.enabled";
 /// `deletion-vectors.enabled`: rows of files above level 0 deleted through index files, written
 /// by the compactions that rewrite their keys (so batch reads need not merge).
 pub const DELETION_VECTORS: &str = "deletion-vectors.enabled";
@@ -218,18 +220,11 @@ pub const DV_MODIFIABLE: &str = "deletion-vectors.modifiable";
 
 /// Options that change what a table's files mean, and that tidelake does not implement yet:
 /// (key, the value that switches it on, what it is). A table carrying one is refused.
-pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[
-    (
-        "data-evolution.enabled",
-        "true",
-        "data evolution (columns written in separate files)",
-    ),
-    (
-        "index-file-in-data-file-dir",
-        "true",
-        "index files kept in the bucket directories",
-    ),
-];
+pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[(
+    "index-file-in-data-file-dir",
+    "true",
+    "index files kept in the bucket directories",
+)];
 
 /// `file.compression.per.level`: codecs of the files of some LSM levels (`0:lz4,1:zstd`).
 pub const FILE_COMPRESSION_PER_LEVEL: &str = "file.compression.per.level";
@@ -286,6 +281,9 @@ pub struct TableOptions {
     /// `data-file.thin-mode` (false): primary-key files are written without their `_KEY_`
     /// columns, the keys being the value columns of the same names (readers take them from there).
     pub thin_mode: bool,
+    /// `data-evolution.enabled` (false): a row's columns may be spread over several files that
+    /// cover the same row ids, read back together by row id.
+    pub data_evolution: bool,
     /// `file.format` (parquet): the format new data files are written in; none for a format
     /// tidelake does not write (its files are refused on read, writing the table is refused).
     pub format: Option<FileFormat>,
@@ -553,6 +551,7 @@ impl TableOptions {
                     .unwrap_or(1 << 30),
             },
             thin_mode: r.flag("data-file.thin-mode", false)?,
+            data_evolution: r.flag(DATA_EVOLUTION, false)?,
             format: FileFormat::parse(r.raw(FILE_FORMAT).unwrap_or("parquet")),
             compression: FileCompression::parse(
                 r.raw(FILE_COMPRESSION),

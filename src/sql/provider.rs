@@ -350,9 +350,19 @@ impl TableProvider for TableScanProvider {
         // bucket-unaware table (one bucket) spreads over the partitions; and large files are read in
         // parts of whole row groups, so a table of a few large files (a compacted one) is decoded
         // on every core.
-        let append = !self.table.layout().map_err(df_err)?.is_primary_key_table();
+        let layout = self.table.layout().map_err(df_err)?;
+        let append = !layout.is_primary_key_table();
         let target = state.config().target_partitions();
-        let splits: Vec<crate::table::Split> = if append {
+        let splits: Vec<crate::table::Split> = if layout.options.data_evolution {
+            // The files that cover the same row ids are read together, one split per group.
+            let mut groups = Vec::new();
+            for split in &plan.splits {
+                let cut = crate::table::data_evolution::group_splits(split)
+                    .map_err(|e| df_err(e.at(self.table.identifier().to_string())))?;
+                groups.extend(cut);
+            }
+            groups
+        } else if append {
             let files: Vec<_> = plan.splits.iter().flat_map(per_file).collect();
             if read.reads_file_parts() {
                 in_parts(files, target)

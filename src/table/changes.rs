@@ -355,6 +355,25 @@ impl ChangelogReader {
         } else {
             vec![]
         };
+        // A data-evolution update rewrites columns of rows already streamed: not a list of new
+        // rows, and Paimon defines no changes for it.
+        if layout.options.data_evolution {
+            if let Some(e) = entries
+                .iter()
+                .find(|e| e.kind == FileKind::Add && e.file.write_cols.is_some())
+            {
+                return crate::error::UnsupportedSnafu {
+                    message: format!(
+                        "table {}: snapshot {} updates columns of rows already written (data file {} holds only {}); streaming the changes of a data-evolution table's updates is not supported",
+                        self.table.identifier(),
+                        snapshot.id,
+                        e.file.file_name,
+                        e.file.write_cols.as_deref().unwrap_or_default().join(", ")
+                    ),
+                }
+                .fail();
+            }
+        }
         // Per (partition, bucket), in manifest order.
         let mut groups: Vec<(BucketId, Vec<DataFileMeta>)> = Vec::new();
         for e in entries.into_iter().filter(|e| e.kind == FileKind::Add) {

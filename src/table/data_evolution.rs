@@ -13,12 +13,11 @@
 //!   wrote it; a column no file wrote reads as NULL ([`plan_group`]);
 //! - the group's deletion vector is that of its anchor, the oldest file ([`anchor`]).
 //!
-//! The read that uses this lands with data-evolution tables (issue 43); until then only the
-//! tests beside it call it.
-#![cfg_attr(not(test), allow(dead_code))]
+//! The reading itself is `table/read/evolved.rs`.
 
 use std::ops::Range;
 
+use super::scan::Split;
 use crate::error::Malformed;
 use crate::spec::DataFileMeta;
 
@@ -58,6 +57,26 @@ pub(crate) fn row_range_groups(files: &[DataFileMeta]) -> Result<Vec<Vec<usize>>
         .map(|(_, mut members)| {
             members.sort_unstable();
             members
+        })
+        .collect())
+}
+
+/// Whether `files` (one row-id group) must be read together, column by column: more than one
+/// file, or one that holds only some columns.
+pub(crate) fn needs_assembly(files: &[DataFileMeta]) -> bool {
+    files.len() > 1 || files.iter().any(|f| f.write_cols.is_some())
+}
+
+/// `split` (the files of one bucket) as one split per row-id group, in row-id order: a group is
+/// never cut, as Java's `DataEvolutionSplitGenerator` keeps it whole.
+pub(crate) fn group_splits(split: &Split) -> Result<Vec<Split>, Malformed> {
+    Ok(row_range_groups(&split.files)?
+        .into_iter()
+        .map(|members| Split {
+            partition: split.partition.clone(),
+            bucket: split.bucket,
+            files: members.iter().map(|&i| split.files[i].clone()).collect(),
+            rows: None,
         })
         .collect())
 }

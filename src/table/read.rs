@@ -20,6 +20,7 @@ use crate::spec::deletion_vector::DeletionVector;
 use crate::spec::options::{DELETION_VECTORS, DV_MERGE_ON_READ};
 use crate::spec::{CoreOptions, Snapshot};
 
+mod evolved;
 mod top_n;
 mod top_pages;
 pub use top_n::TopKey;
@@ -261,6 +262,7 @@ impl TableRead {
     /// merges nor counts positions within files (an append table's plain rows).
     pub fn reads_file_parts(&self) -> bool {
         !self.layout.is_primary_key_table()
+            && !self.layout.options.data_evolution
             && !self.row_tracking
             && !self.deletion_vectors
             && !self.row_kind
@@ -355,17 +357,28 @@ impl TableRead {
             if !(unmerged && split.files.len() > 1) {
                 return this.split_stream(split, filter.clone(), snapshot.clone());
             }
-            // File by file in order (append order is kept), the next file decoded meanwhile.
-            let files: Vec<Split> = split
-                .files
-                .iter()
-                .map(|f| Split {
-                    partition: split.partition.clone(),
-                    bucket: split.bucket,
-                    files: vec![f.clone()],
-                    rows: None,
-                })
-                .collect();
+            // File by file in order (append order is kept), the next file decoded meanwhile; a
+            // data-evolution table's files row-id group by row-id group.
+            let files: Vec<Split> = if layout.options.data_evolution {
+                match super::data_evolution::group_splits(&split) {
+                    Ok(groups) => groups,
+                    Err(e) => {
+                        let e = e.at(this.table.identifier().to_string());
+                        return stream::once(async move { Err(e) }).boxed();
+                    }
+                }
+            } else {
+                split
+                    .files
+                    .iter()
+                    .map(|f| Split {
+                        partition: split.partition.clone(),
+                        bucket: split.bucket,
+                        files: vec![f.clone()],
+                        rows: None,
+                    })
+                    .collect()
+            };
             let (reader, filter, snapshot) = (this.clone(), filter.clone(), snapshot.clone());
             stream::iter(files)
                 .map(move |one| {
@@ -424,8 +437,12 @@ impl TableRead {
         tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
         filter: Option<Arc<data_file::RowGroupFilter>>,
         dv_index: Option<Arc<DvIndex>>,
-    ) -> Result<impl FnOnce() -> Result<()> + Send + 'static> {
+    ) -> Result<Box<dyn FnOnce() -> Result<()> + Send + 'static>> {
         let dir = self.table.bucket_dir(&split.partition, split.bucket)?;
+        if self.layout.options.data_evolution && super::data_evolution::needs_assembly(&split.files)
+        {
+            return self.evolved_task(split, &dir, tx, dv_index);
+        }
         let layout = Arc::clone(&self.layout);
         // One sorted run above level 0 without retractions holds final rows, each key once (after
         // a full compaction, typically): it is read without merging, as Paimon's raw-convertible
@@ -564,24 +581,11 @@ impl TableRead {
             }
             .build()
         };
-        Ok(move || -> Result<()> {
-            let load_vectors = |files: &[crate::spec::DataFileMeta]| match &dv_index {
-                Some(index) => handle.block_on(async {
-                    let entries = index
-                        .entries
-                        .get_or_try_init(|| manifests.index_entries(&index.snapshot))
-                        .await?;
-                    manifests
-                        .deletion_vectors(
-                            index.snapshot.id,
-                            entries,
-                            &dv_partition,
-                            dv_bucket,
-                            Some(&files.iter().map(|f| f.file_name.as_str()).collect()),
-                        )
-                        .await
-                }),
-                None => Ok(HashMap::new()),
+        Ok(Box::new(move || -> Result<()> {
+            let load_vectors = |files: &[crate::spec::DataFileMeta]| {
+                let names = files.iter().map(|f| f.file_name.as_str()).collect();
+                let at = (&dv_partition[..], dv_bucket);
+                load_vectors(&handle, &manifests, dv_index.as_deref(), at, &names)
             };
             if let (Some(files), Some(spec)) = (&merged_vectors, &spec) {
                 let vectors = load_vectors(files)?;
@@ -701,6 +705,74 @@ impl TableRead {
                     tx.blocking_send(Ok(batch)).map_err(|_| cancelled())
                 },
             )
-        })
+        }))
     }
+
+    /// The blocking work that reads one row-id group of a data-evolution table whose files must
+    /// be read together ([`evolved`]).
+    fn evolved_task(
+        &self,
+        split: Split,
+        dir: &str,
+        tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+        dv_index: Option<Arc<DvIndex>>,
+    ) -> Result<Box<dyn FnOnce() -> Result<()> + Send + 'static>> {
+        let refs = split
+            .files
+            .iter()
+            .map(|f| self.table.file_ref(dir, f))
+            .collect::<Result<Vec<_>>>()?;
+        let group = evolved::GroupRead::plan(&split.files, refs, &self.output_schema)?;
+        let schema = if self.row_tracking {
+            self.schema()
+        } else {
+            Arc::clone(&self.output_schema)
+        };
+        let kind_schema = self.row_kind.then(|| self.schema());
+        let manifests = self.table.manifest_manager();
+        let io = self.table.io().clone();
+        let handle = tokio::runtime::Handle::current();
+        Ok(Box::new(move || -> Result<()> {
+            let anchor = std::collections::HashSet::from([group.anchor.as_str()]);
+            let at = (&split.partition[..], split.bucket);
+            let vectors = load_vectors(&handle, &manifests, dv_index.as_deref(), at, &anchor)?;
+            let dv = vectors.get(&group.anchor);
+            group.run(&handle, &io, &schema, dv, |batch| {
+                let batch = match &kind_schema {
+                    Some(ks) => prepend_kinds(ks, &batch, None)?,
+                    None => batch,
+                };
+                tx.blocking_send(Ok(batch)).map_err(|_| {
+                    InternalSnafu {
+                        message: "read cancelled".to_string(),
+                    }
+                    .build()
+                })
+            })
+        }))
+    }
+}
+
+/// The deletion vectors of the files `names` in bucket `at` (partition, bucket) of the snapshot
+/// `index` reads (none without an index: the read keeps every row); the index's entries are
+/// decoded once per read.
+fn load_vectors(
+    handle: &tokio::runtime::Handle,
+    manifests: &crate::manifest::ManifestManager,
+    index: Option<&DvIndex>,
+    at: (&[u8], i32),
+    names: &std::collections::HashSet<&str>,
+) -> Result<HashMap<String, DeletionVector>> {
+    let Some(index) = index else {
+        return Ok(HashMap::new());
+    };
+    handle.block_on(async {
+        let entries = index
+            .entries
+            .get_or_try_init(|| manifests.index_entries(&index.snapshot))
+            .await?;
+        manifests
+            .deletion_vectors(index.snapshot.id, entries, at.0, at.1, Some(names))
+            .await
+    })
 }

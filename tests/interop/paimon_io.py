@@ -165,6 +165,31 @@ def main():
         wb = table.new_batch_write_builder(); w = wb.new_write(); c = wb.new_commit()
         w.write_arrow(pa.Table.from_pydict(data, schema=schema)); c.commit(w.prepare_commit()); w.close(); c.close()
         print(json.dumps("ok"))
+    elif cmd == "update-by-row-id":
+        # A data-evolution table's column update: {"_ROW_ID": [...], "<col>": [...], ...}.
+        cols = json.loads(sys.argv[4])
+        table = catalog(wh).get_table(name)
+        from pypaimon.schema.data_types import PyarrowFieldParser
+        schema = PyarrowFieldParser.from_paimon_schema(table.table_schema.fields)
+        names = [c for c in cols if c != "_ROW_ID"]
+        data = {"_ROW_ID": pa.array(cols["_ROW_ID"], pa.int64())}
+        for n in names:
+            data[n] = pa.array(cols[n], schema.field(n).type)
+        wb = table.new_batch_write_builder()
+        msgs = wb.new_update().with_update_type(names).update_by_arrow_with_row_id(pa.table(data))
+        c = wb.new_commit(); c.commit(msgs); c.close()
+        print(json.dumps("ok"))
+    elif cmd == "delete-by-row-id":
+        table = catalog(wh).get_table(name)
+        wb = table.new_batch_write_builder()
+        msgs = wb.new_update().delete_by_row_id(json.loads(sys.argv[4]))
+        c = wb.new_commit(); c.commit(msgs); c.close()
+        print(json.dumps("ok"))
+    elif cmd == "add-column":
+        from pypaimon.schema.schema_change import SchemaChange
+        from pypaimon.schema.data_types import AtomicType
+        catalog(wh).alter_table(name, [SchemaChange.add_column(sys.argv[4], AtomicType(sys.argv[5]))], False)
+        print(json.dumps("ok"))
     elif cmd == "buckets":
         root = os.path.join(wh, name.replace(".", ".db/", 1))
         out = {}

@@ -420,7 +420,7 @@ async fn unimplemented_table_modes_are_refused_not_ignored() {
     let engine = tidelake::sql::SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
     let session = tidelake::sql::SqlSession::default();
     s.catalog.create_database("default", true).await.unwrap();
-    for key in ["data-evolution.enabled"] {
+    for key in ["index-file-in-data-file-dir"] {
         let sql = format!(
             "CREATE TABLE dv (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1', '{key}' = 'true')"
         );
@@ -457,12 +457,15 @@ async fn unimplemented_table_modes_are_refused_not_ignored() {
     let e = engine
         .execute_update(
             &session,
-            "ALTER TABLE db.t SET TBLPROPERTIES ('data-evolution.enabled' = 'true')",
+            "ALTER TABLE db.t SET TBLPROPERTIES ('index-file-in-data-file-dir' = 'true')",
             &[],
         )
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("'data-evolution.enabled'"), "{e}");
+    assert!(
+        e.to_string().contains("'index-file-in-data-file-dir'"),
+        "{e}"
+    );
     assert_eq!(
         t.schema_manager().list_ids().await.unwrap(),
         vec![0],
@@ -472,7 +475,7 @@ async fn unimplemented_table_modes_are_refused_not_ignored() {
     let mut next = t.schema().as_ref().clone();
     next.id = 1;
     next.options
-        .insert("data-evolution.enabled".into(), "true".into());
+        .insert("index-file-in-data-file-dir".into(), "true".into());
     assert!(t.schema_manager().create(&next).await.unwrap());
     let id = Identifier::parse("db.t").unwrap();
     let loaded = s.catalog.load_table(&id).await.unwrap();
@@ -482,7 +485,8 @@ async fn unimplemented_table_modes_are_refused_not_ignored() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
     assert!(
-        e.to_string().contains("table db.t") && e.to_string().contains("'data-evolution.enabled'"),
+        e.to_string().contains("table db.t")
+            && e.to_string().contains("'index-file-in-data-file-dir'"),
         "{e}"
     );
     let written = loaded
@@ -496,5 +500,8 @@ async fn unimplemented_table_modes_are_refused_not_ignored() {
     let Err(e) = engine.execute(&session, "SELECT * FROM db.t", &[]).await else {
         panic!("a query of db.t must be refused");
     };
-    assert!(e.to_string().contains("'data-evolution.enabled'"), "{e}");
+    assert!(
+        e.to_string().contains("'index-file-in-data-file-dir'"),
+        "{e}"
+    );
 }

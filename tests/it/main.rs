@@ -12,6 +12,7 @@ mod common;
 mod compaction;
 mod concurrency;
 mod crash;
+mod data_evolution;
 mod deletion_vectors;
 mod dynamic;
 mod engines;
