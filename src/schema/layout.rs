@@ -117,12 +117,39 @@ impl TableLayout {
             if let Some(f) = indices
                 .iter()
                 .map(|&i| &schema.fields[i])
-                .find(|f| f.data_type.is_nested())
+                .find(|f| f.data_type.is_nested() || f.data_type.holds_blob())
             {
+                let kind = if f.data_type.is_nested() {
+                    "nested type"
+                } else {
+                    "type"
+                };
                 return Err(invalid(format!(
-                    "the {role} column '{}' has the nested type {}; keys must be atomic types",
+                    "the {role} column '{}' has the {kind} {}; keys must be atomic types",
                     f.name, f.data_type
                 )));
+            }
+        }
+        // BLOB columns (Paimon 2.0's multimodal tables): top-level columns of data-evolution
+        // tables, kept in `.blob` files (SchemaValidation.validateBlob*).
+        for f in &schema.fields {
+            if !f.data_type.holds_blob() {
+                continue;
+            }
+            if !options.data_evolution {
+                return Err(invalid(
+                    "Data evolution config must enabled for table with BLOB, ARRAY<BLOB> or MAP<X, BLOB> type column."
+                        .to_string(),
+                ));
+            }
+            if f.data_type.root != crate::spec::types::TypeRoot::Blob {
+                return UnsupportedSnafu {
+                    message: format!(
+                        "column '{}' of type {}: a BLOB inside an ARRAY, MAP or ROW is not supported by tidelake yet",
+                        f.name, f.data_type
+                    ),
+                }
+                .fail();
             }
         }
         let merge_engine = opts.merge_engine()?;
@@ -297,6 +324,12 @@ impl TableLayout {
             }
             .fail()
         };
+        if let Some(f) = self.schema.fields.iter().find(|f| f.data_type.holds_blob()) {
+            return unsupported(&format!(
+                "the BLOB column '{}' (writing .blob files; tidelake reads them)",
+                f.name
+            ));
+        }
         if self.bucket_mode == BucketMode::Dynamic
             && self
                 .schema

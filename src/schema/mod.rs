@@ -11,9 +11,7 @@ pub use layout::TableLayout;
 use bytes::Bytes;
 use snafu::ResultExt;
 
-use crate::error::{
-    ConflictSnafu, CorruptSnafu, JsonSnafu, NotFoundSnafu, Result, UnsupportedSnafu,
-};
+use crate::error::{ConflictSnafu, CorruptSnafu, JsonSnafu, NotFoundSnafu, Result};
 use crate::io::FileIo;
 use crate::spec::TableSchema;
 
@@ -94,19 +92,7 @@ impl SchemaManager {
     fn parse(&self, id: i64, path: &str, bytes: &[u8]) -> Result<TableSchema> {
         let schema: TableSchema = match serde_json::from_slice(bytes) {
             Ok(s) => s,
-            // A valid Paimon schema with a type tidelake lacks is not a corrupt file.
-            Err(e) => match unsupported_column(bytes) {
-                Some((column, ty)) => {
-                    return UnsupportedSnafu {
-                        message: format!(
-                            "{path}: column '{column}' is of type {ty} (Paimon 2.0's multimodal \
-                             columns), which tidelake does not support yet"
-                        ),
-                    }
-                    .fail()
-                }
-                None => return Err(e).context(JsonSnafu { path }),
-            },
+            Err(e) => return Err(e).context(JsonSnafu { path }),
         };
         if schema.id != id {
             return CorruptSnafu {
@@ -151,42 +137,5 @@ impl SchemaManager {
         let path = self.schema_path(schema.id);
         let json = serde_json::to_vec_pretty(schema).context(JsonSnafu { path: &path })?;
         self.io.write_if_absent(&path, Bytes::from(json)).await
-    }
-}
-
-/// The first top-level column of a schema file whose type is one of Paimon's that tidelake does
-/// not model (BLOB), with that type (pure; `None` when there is none or the JSON is not a schema).
-fn unsupported_column(bytes: &[u8]) -> Option<(String, String)> {
-    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    v.get("fields")?.as_array()?.iter().find_map(|f| {
-        let ty = f.get("type")?.as_str()?;
-        let root = ty.split_whitespace().next()?.to_ascii_uppercase();
-        if root != "BLOB" {
-            return None;
-        }
-        Some((f.get("name")?.as_str()?.to_string(), ty.to_string()))
-    })
-}
-
-#[cfg(test)]
-mod blob_tests {
-    use super::*;
-
-    #[test]
-    fn a_blob_column_is_named_and_other_bad_schemas_are_not_taken_for_one() {
-        let schema = br#"{"version": 3, "id": 0, "fields": [
-            {"id": 0, "name": "id", "type": "BIGINT NOT NULL"},
-            {"id": 1, "name": "picture", "type": "BLOB"}],
-            "highestFieldId": 1, "partitionKeys": [], "primaryKeys": [], "options": {},
-            "timeMillis": 0}"#;
-        assert_eq!(
-            unsupported_column(schema),
-            Some(("picture".to_string(), "BLOB".to_string()))
-        );
-        assert_eq!(
-            unsupported_column(br#"{"fields": [{"name": "x", "type": "INT"}]}"#),
-            None
-        );
-        assert_eq!(unsupported_column(b"not json"), None);
     }
 }

@@ -451,7 +451,8 @@ pub fn deserialize(serialized: &[u8], types: &[DataType]) -> Result<Vec<Datum>, 
             | TypeRoot::Multiset(_)
             | TypeRoot::Map(..)
             | TypeRoot::Row(_)
-            | TypeRoot::Variant => Datum::Null,
+            | TypeRoot::Variant
+            | TypeRoot::Blob => Datum::Null,
         };
         out.push(d);
     }

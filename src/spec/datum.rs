@@ -108,7 +108,8 @@ pub fn datum_at(array: &dyn Array, i: usize, ty: &DataType) -> Result<Datum> {
         | TypeRoot::Multiset(_)
         | TypeRoot::Map(..)
         | TypeRoot::Row(_)
-        | TypeRoot::Variant => {
+        | TypeRoot::Variant
+        | TypeRoot::Blob => {
             return InvalidArgumentSnafu {
                 message: format!(
                 "a value of the nested type {ty} cannot be a key, a partition value or a literal"

@@ -219,12 +219,28 @@ pub const DV_BITMAP64: &str = "deletion-vectors.bitmap64";
 pub const DV_MODIFIABLE: &str = "deletion-vectors.modifiable";
 
 /// Options that change what a table's files mean, and that tidelake does not implement yet:
-/// (key, the value that switches it on, what it is). A table carrying one is refused.
-pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[(
-    "index-file-in-data-file-dir",
-    "true",
-    "index files kept in the bucket directories",
-)];
+/// (key, the value that switches it on (`*`: any), what it is). A table carrying one is refused.
+pub const UNIMPLEMENTED: &[(&str, &str, &str)] = &[
+    (
+        "index-file-in-data-file-dir",
+        "true",
+        "index files kept in the bucket directories",
+    ),
+    ("blob-field", "*", "BYTES columns kept as BLOB"),
+    (
+        "blob-descriptor-field",
+        "*",
+        "BLOB columns kept inline as descriptors of bytes elsewhere",
+    ),
+    (
+        "blob-view-field",
+        "*",
+        "BLOB columns viewed from another table",
+    ),
+];
+/// `blob-as-descriptor` (false): BLOB columns read as serialized `BlobDescriptor`s (the `.blob`
+/// file, offset and length of each value) instead of the bytes.
+pub const BLOB_AS_DESCRIPTOR: &str = "blob-as-descriptor";
 
 /// `file.compression.per.level`: codecs of the files of some LSM levels (`0:lz4,1:zstd`).
 pub const FILE_COMPRESSION_PER_LEVEL: &str = "file.compression.per.level";
@@ -452,7 +468,7 @@ impl TableOptions {
     pub fn unimplemented(map: &BTreeMap<String, String>) -> Option<String> {
         UNIMPLEMENTED.iter().find_map(|(key, on, what)| {
             map.get(*key)
-                .filter(|v| v.trim().eq_ignore_ascii_case(on))
+                .filter(|v| *on == "*" || v.trim().eq_ignore_ascii_case(on))
                 .map(|v| {
                     format!("option '{key}' = '{v}' ({what}) is not supported by tidelake yet")
                 })

@@ -51,6 +51,9 @@ pub enum TypeRoot {
     /// Semi-structured data in the Parquet Variant binary encoding: a `value` and a `metadata`
     /// byte array (pypaimon 2.1 and Paimon 1.1+ write it unshredded as that group).
     Variant,
+    /// Paimon 2.0's multimodal bytes: kept in `.blob` files of their own beside the row's other
+    /// columns (data-evolution tables only), read as Arrow `LargeBinary` as pypaimon does.
+    Blob,
 }
 
 /// One column of a table. `id` is stable across renames; data files are mapped to columns by it.
@@ -100,6 +103,17 @@ impl DataType {
         )
     }
 
+    /// Whether the type is BLOB or holds one (`ARRAY<BLOB>`, `MAP<STRING, BLOB>`, ...).
+    pub fn holds_blob(&self) -> bool {
+        match &self.root {
+            TypeRoot::Blob => true,
+            TypeRoot::Array(e) | TypeRoot::Multiset(e) => e.holds_blob(),
+            TypeRoot::Map(k, v) => k.holds_blob() || v.holds_blob(),
+            TypeRoot::Row(fields) => fields.iter().any(|f| f.data_type.holds_blob()),
+            _ => false,
+        }
+    }
+
     pub fn is_string(&self) -> bool {
         matches!(self.root, TypeRoot::Char(_) | TypeRoot::VarChar(_))
     }
@@ -139,6 +153,7 @@ impl DataType {
                     .collect::<Fields>(),
             ),
             TypeRoot::Variant => ArrowType::Struct(variant_fields()),
+            TypeRoot::Blob => ArrowType::LargeBinary,
         }
     }
 
@@ -457,6 +472,7 @@ impl fmt::Display for DataType {
                 f.write_str(">")?;
             }
             TypeRoot::Variant => f.write_str("VARIANT")?,
+            TypeRoot::Blob => f.write_str("BLOB")?,
         }
         if !self.nullable {
             f.write_str(" NOT NULL")?;

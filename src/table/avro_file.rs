@@ -132,7 +132,8 @@ fn avro_type(ty: &DataType, row_name: &str) -> Option<serde_json::Value> {
             }
         }
         // Paimon's converter has no VARIANT: such a table's postpone files stay Parquet.
-        TypeRoot::Variant => return None,
+        // BLOB values live in `.blob` files, never in a row format's file.
+        TypeRoot::Variant | TypeRoot::Blob => return None,
         TypeRoot::Row(fields) => {
             let fields: Vec<(String, DataType)> = fields
                 .iter()
@@ -246,7 +247,7 @@ fn to_value(col: &dyn Array, i: usize, ty: &DataType) -> Result<Value> {
         TypeRoot::Multiset(element) => {
             map_value(col, i, element, &DataType::new(TypeRoot::Int, false))?
         }
-        TypeRoot::Variant => return Err(bug("VARIANT has no Avro form".to_string())),
+        TypeRoot::Variant | TypeRoot::Blob => return Err(bug(format!("{ty} has no Avro form"))),
         TypeRoot::Row(fields) => {
             let s = col.as_struct();
             Value::Record(

@@ -61,6 +61,11 @@ pub(crate) fn row_range_groups(files: &[DataFileMeta]) -> Result<Vec<Vec<usize>>
         .collect())
 }
 
+/// Whether a data file is a `.blob` file (one BLOB column's values for a range of row ids).
+pub(crate) fn is_blob_file(name: &str) -> bool {
+    name.ends_with(".blob")
+}
+
 /// Whether `files` (one row-id group) must be read together, column by column: more than one
 /// file, or one that holds only some columns.
 pub(crate) fn needs_assembly(files: &[DataFileMeta]) -> bool {

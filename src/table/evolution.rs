@@ -33,7 +33,9 @@ pub(crate) struct FileRef {
     pub(crate) part: Option<std::ops::Range<u64>>,
 }
 
-/// The format of a data file tidelake cannot read yet, by its name's extension (pure).
+/// The format of a data file tidelake cannot read on its own, by its name's extension (pure):
+/// `.blob` files are read only beside the other files of their row ids (a data-evolution read of
+/// the table's current rows; `read/evolved.rs`), never as rows of their own.
 fn unread_format(file_name: &str) -> Option<&'static str> {
     if file_name.ends_with(".blob") {
         Some("BLOB")
@@ -119,23 +121,38 @@ impl Table {
             return crate::error::UnsupportedSnafu {
                 message: format!(
                     "table {}: data file {} is in the {format} format; reading {format} data \
-                     files is not supported by tidelake yet",
+                     files here (only a table's rows read them) is not supported by tidelake yet",
                     self.identifier(),
                     file.file_name
                 ),
             }
             .fail();
         }
-        let path = match &file.external_path {
+        let path = Self::data_path(dir, file);
+        Ok(FileRef {
+            columns: self.file_columns(file, &path)?,
+            path,
+            part: None,
+        })
+    }
+
+    /// Where a data file of bucket directory `dir` is.
+    pub(crate) fn data_path(dir: &str, file: &DataFileMeta) -> String {
+        match &file.external_path {
             Some(p) => p.clone(),
             None => format!("{dir}/{}", file.file_name),
-        };
+        }
+    }
+
+    /// How the columns of `file` (at `path`) map to the current schema; its schema must have
+    /// been loaded by [`Table::load_file_schemas`].
+    pub(crate) fn file_columns(
+        &self,
+        file: &DataFileMeta,
+        path: &str,
+    ) -> Result<Option<FileColumns>> {
         if file.schema_id == self.schema().id {
-            return Ok(FileRef {
-                path,
-                columns: None,
-                part: None,
-            });
+            return Ok(None);
         }
         let columns = self
             .file_columns_cache()
@@ -143,11 +160,7 @@ impl Table {
             .ok()
             .and_then(|c| c.get(&file.schema_id).cloned());
         match columns {
-            Some(columns) => Ok(FileRef {
-                path,
-                columns,
-                part: None,
-            }),
+            Some(columns) => Ok(columns),
             None => InternalSnafu {
                 message: format!(
                     "schema {} of {path} was not loaded before reading it",

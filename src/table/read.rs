@@ -707,50 +707,6 @@ impl TableRead {
             )
         }))
     }
-
-    /// The blocking work that reads one row-id group of a data-evolution table whose files must
-    /// be read together ([`evolved`]).
-    fn evolved_task(
-        &self,
-        split: Split,
-        dir: &str,
-        tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
-        dv_index: Option<Arc<DvIndex>>,
-    ) -> Result<Box<dyn FnOnce() -> Result<()> + Send + 'static>> {
-        let refs = split
-            .files
-            .iter()
-            .map(|f| self.table.file_ref(dir, f))
-            .collect::<Result<Vec<_>>>()?;
-        let group = evolved::GroupRead::plan(&split.files, refs, &self.output_schema)?;
-        let schema = if self.row_tracking {
-            self.schema()
-        } else {
-            Arc::clone(&self.output_schema)
-        };
-        let kind_schema = self.row_kind.then(|| self.schema());
-        let manifests = self.table.manifest_manager();
-        let io = self.table.io().clone();
-        let handle = tokio::runtime::Handle::current();
-        Ok(Box::new(move || -> Result<()> {
-            let anchor = std::collections::HashSet::from([group.anchor.as_str()]);
-            let at = (&split.partition[..], split.bucket);
-            let vectors = load_vectors(&handle, &manifests, dv_index.as_deref(), at, &anchor)?;
-            let dv = vectors.get(&group.anchor);
-            group.run(&handle, &io, &schema, dv, |batch| {
-                let batch = match &kind_schema {
-                    Some(ks) => prepend_kinds(ks, &batch, None)?,
-                    None => batch,
-                };
-                tx.blocking_send(Ok(batch)).map_err(|_| {
-                    InternalSnafu {
-                        message: "read cancelled".to_string(),
-                    }
-                    .build()
-                })
-            })
-        }))
-    }
 }
 
 /// The deletion vectors of the files `names` in bucket `at` (partition, bucket) of the snapshot

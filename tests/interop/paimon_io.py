@@ -22,7 +22,7 @@ from pypaimon import CatalogFactory, Schema
 
 TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "float64": pa.float64(),
          "bool": pa.bool_(), "int16": pa.int16(), "int8": pa.int8(), "float32": pa.float32(),
-         "decimal_10_2": pa.decimal128(10, 2), "binary": pa.binary(), "date32": pa.date32(),
+         "decimal_10_2": pa.decimal128(10, 2), "binary": pa.binary(), "large_binary": pa.large_binary(), "date32": pa.date32(),
          "timestamp_ms": pa.timestamp("ms"), "timestamp_us": pa.timestamp("us"),
          "timestamp_ms_utc": pa.timestamp("ms", tz="UTC"),
          # pypaimon's VARIANT: written from Python objects, read back decoded (as JSON text).
@@ -152,7 +152,7 @@ def main():
                 data[f.name] = pa.array(vals, pa.int64()).cast(f.type)
             elif pa.types.is_date32(f.type):
                 data[f.name] = pa.array(vals, pa.int32()).cast(f.type)
-            elif pa.types.is_binary(f.type):
+            elif pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type):
                 data[f.name] = pa.array([None if v is None else bytes.fromhex(v) for v in vals], f.type)
             elif pa.types.is_map(f.type):
                 # JSON objects are maps; pyarrow takes them as lists of pairs.
@@ -174,7 +174,11 @@ def main():
         names = [c for c in cols if c != "_ROW_ID"]
         data = {"_ROW_ID": pa.array(cols["_ROW_ID"], pa.int64())}
         for n in names:
-            data[n] = pa.array(cols[n], schema.field(n).type)
+            ty = schema.field(n).type
+            vals = cols[n]
+            if pa.types.is_binary(ty) or pa.types.is_large_binary(ty):
+                vals = [None if v is None else bytes.fromhex(v) for v in vals]
+            data[n] = pa.array(vals, ty)
         wb = table.new_batch_write_builder()
         msgs = wb.new_update().with_update_type(names).update_by_arrow_with_row_id(pa.table(data))
         c = wb.new_commit(); c.commit(msgs); c.close()

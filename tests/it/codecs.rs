@@ -157,35 +157,6 @@ async fn tables_tidelake_cannot_read_yet_are_refused_naming_what_and_where() {
     assert!(err.to_string().contains("db.nested_agg"), "{err}");
 }
 
-#[tokio::test]
-async fn a_schema_with_a_blob_column_is_refused_as_unsupported_not_corrupt() {
-    // Paimon 2.0's multimodal tables: the schema file names the BLOB type.
-    let s = Scratch::new();
-    let dir = std::path::Path::new(s.path()).join("db.db/pics/schema");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("schema-0"),
-        r#"{"version": 3, "id": 0, "fields": [
-            {"id": 0, "name": "id", "type": "BIGINT NOT NULL"},
-            {"id": 1, "name": "picture", "type": "BLOB"}],
-            "highestFieldId": 1, "partitionKeys": [], "primaryKeys": [],
-            "options": {"row-tracking.enabled": "true", "data-evolution.enabled": "true"},
-            "timeMillis": 0}"#,
-    )
-    .unwrap();
-    let err = s
-        .catalog
-        .load_table(&tidelake::Identifier::parse("db.pics").unwrap())
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), tidelake::ErrorKind::Unsupported, "{err}");
-    let message = err.to_string();
-    assert!(
-        message.contains("db.db/pics/schema/schema-0") && message.contains("'picture'"),
-        "{message}"
-    );
-}
-
 /// The codec of each live file of `t`, with its LSM level.
 async fn live_codecs(s: &Scratch, t: &tidelake::Table, name: &str) -> Vec<(i32, String)> {
     let plan = t.new_scan().plan().await.unwrap();

@@ -114,6 +114,7 @@ fn comparable(c: &arrow::array::ArrayRef) -> arrow::array::ArrayRef {
         T::Decimal128(..) => arrow::compute::cast(c, &T::Utf8).unwrap(),
         T::Timestamp(..) => arrow::compute::cast(c, &T::Int64).unwrap(),
         T::Date32 => arrow::compute::cast(c, &T::Int32).unwrap(),
+        T::LargeBinary => comparable(&arrow::compute::cast(c, &T::Binary).unwrap()),
         T::Binary => {
             let b = c.as_binary::<i32>();
             let hex = |v: &[u8]| v.iter().map(|x| format!("{x:02x}")).collect::<String>();

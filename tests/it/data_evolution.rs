@@ -183,3 +183,164 @@ async fn data_evolution_without_row_tracking_is_refused_at_create() {
         .await
         .is_err());
 }
+
+/// pypaimon's multimodal table `db.blob` (id, name, img BLOB): two appends, then img updated for
+/// row id 1 (a partial `.blob` file of two rows, row 0 absent).
+fn pypaimon_blob_table(s: &Scratch, options: Value) {
+    let wh = s.path();
+    paimon(&[
+        "create",
+        wh,
+        "db.blob",
+        &json!({"columns": [["id", "int64", true], ["name", "string", true],
+                            ["img", "large_binary", true]],
+                "options": options})
+        .to_string(),
+    ]);
+    let write = |rows: Value| paimon(&["write", wh, "db.blob", &rows.to_string()]);
+    write(
+        json!([{"id": 1, "name": "a", "img": "010203"}, {"id": 2, "name": "b", "img": null},
+                 {"id": 3, "name": "c", "img": hex("hello blob")}]),
+    );
+    write(json!([{"id": 4, "name": "d", "img": hex("fourth")}]));
+    let update = json!({"_ROW_ID": [1], "img": [hex("UPDATED")]});
+    paimon(&["update-by-row-id", wh, "db.blob", &update.to_string()]);
+}
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test]
+async fn blob_columns_read_from_their_blob_files_as_pypaimon_reads_them() {
+    let s = Scratch::new();
+    pypaimon_blob_table(
+        &s,
+        json!({"row-tracking.enabled": "true", "data-evolution.enabled": "true"}),
+    );
+    let t = s
+        .catalog
+        .load_table(&Identifier::parse("db.blob").unwrap())
+        .await
+        .unwrap();
+    let dir = std::path::Path::new(s.path()).join("db.db/blob");
+    assert!(crate::common::files_under(&dir)
+        .iter()
+        .any(|f| f.ends_with(".blob")));
+    for snapshot in 1..=3 {
+        assert_eq!(
+            read_rows(&t, Some(snapshot)).await,
+            paimon_rows(s.path(), "db.blob", Some(snapshot)),
+            "snapshot {snapshot}"
+        );
+    }
+    let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    let rows = sql(
+        &engine,
+        "SELECT id, img, \"_ROW_ID\" FROM \"db\".\"blob$row_tracking\" ORDER BY id",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            vec![json!(1), json!("010203"), json!(0)],
+            vec![json!(2), json!(hex("UPDATED")), json!(1)],
+            vec![json!(3), json!(hex("hello blob")), json!(2)],
+            vec![json!(4), json!(hex("fourth")), json!(3)],
+        ]
+    );
+    // Writing a BLOB column is refused by name; nothing changes.
+    let e = sql(&engine, "INSERT INTO db.blob VALUES (5, 'e', NULL)")
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), tidelake::ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("'img'"), "{e}");
+    assert_eq!(read_rows(&t, None).await.len(), 4);
+}
+
+#[tokio::test]
+async fn blob_columns_read_as_descriptors_name_the_blob_file() {
+    let s = Scratch::new();
+    pypaimon_blob_table(
+        &s,
+        json!({"row-tracking.enabled": "true", "data-evolution.enabled": "true",
+               "blob-as-descriptor": "true"}),
+    );
+    let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    let rows = sql(&engine, "SELECT id, img FROM db.blob WHERE id = 4")
+        .await
+        .unwrap();
+    // Version 2, "BLOBDESC" backwards (little-endian), then the file's path, offset and length.
+    let hex_value = rows[0][1].as_str().unwrap().to_string();
+    let bytes: Vec<u8> = (0..hex_value.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex_value[i..i + 2], 16).unwrap())
+        .collect();
+    assert_eq!(&bytes[..9], b"\x02CSEDBOLB");
+    let uri_len = i32::from_le_bytes(bytes[9..13].try_into().unwrap()) as usize;
+    let uri = std::str::from_utf8(&bytes[13..13 + uri_len]).unwrap();
+    assert!(
+        uri.ends_with(".blob") && uri.contains("db.db/blob/bucket-0/"),
+        "{uri}"
+    );
+    let tail = &bytes[13 + uri_len..];
+    assert_eq!(i64::from_le_bytes(tail[8..16].try_into().unwrap()), 6);
+    let file = std::fs::read(uri.trim_start_matches("file://")).expect(uri);
+    let offset = i64::from_le_bytes(tail[..8].try_into().unwrap()) as usize;
+    assert_eq!(&file[offset..offset + 6], b"fourth");
+}
+
+#[tokio::test]
+async fn blob_columns_only_in_data_evolution_tables_and_never_nested() {
+    let s = Scratch::new();
+    let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    sql(&engine, "CREATE DATABASE db").await.unwrap();
+    let dir = std::path::Path::new(s.path()).join("db.db");
+    let write_schema = |name: &str, ty: &str, options: &str| {
+        let d = dir.join(name).join("schema");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("schema-0"),
+            format!(
+                r#"{{"version": 3, "id": 0, "fields": [
+                {{"id": 0, "name": "id", "type": "BIGINT NOT NULL"}},
+                {{"id": 1, "name": "picture", "type": "{ty}"}}],
+                "highestFieldId": 1, "partitionKeys": [], "primaryKeys": [],
+                "options": {options}, "timeMillis": 0}}"#
+            ),
+        )
+        .unwrap();
+    };
+    let de = r#"{"row-tracking.enabled": "true", "data-evolution.enabled": "true"}"#;
+    write_schema("plain", "BLOB", "{}");
+    write_schema("nested", "ARRAY<BLOB>", de);
+    write_schema(
+        "inline",
+        "BYTES",
+        &de.replace('}', r#", "blob-field": "picture"}"#),
+    );
+    for (name, kind, words) in [
+        (
+            // Another engine's schema that breaks Paimon's rules is a corrupt schema file.
+            "plain",
+            tidelake::ErrorKind::Internal,
+            "schema-0: Data evolution",
+        ),
+        ("nested", tidelake::ErrorKind::Unsupported, "'picture'"),
+        ("inline", tidelake::ErrorKind::Unsupported, "'blob-field'"),
+    ] {
+        let Err(e) = engine
+            .execute(
+                &Default::default(),
+                &format!("SELECT * FROM db.{name}"),
+                &[],
+            )
+            .await
+        else {
+            panic!("db.{name} must be refused");
+        };
+        assert_eq!(e.kind(), kind, "{name}: {e}");
+        assert!(e.to_string().contains(words), "{name}: {e}");
+    }
+}

@@ -189,6 +189,7 @@ fn parse_atomic(s: &str, nullable: bool) -> Option<DataType> {
     let root = match (name.as_str(), ltz) {
         ("BOOLEAN" | "BOOL", false) => TypeRoot::Boolean,
         ("VARIANT", false) => TypeRoot::Variant,
+        ("BLOB", false) => TypeRoot::Blob,
         ("TINYINT", false) => TypeRoot::TinyInt,
         ("SMALLINT", false) => TypeRoot::SmallInt,
         ("INT" | "INTEGER", false) => TypeRoot::Int,

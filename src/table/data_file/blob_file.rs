@@ -8,11 +8,13 @@
 //!  footer  := index length i32 | version u8 = 1          (all integers little-endian)
 //! ```
 //!
-//! The read that uses this lands with data-evolution tables (issue 43); until then only the
-//! tests beside it call it.
-#![cfg_attr(not(test), allow(dead_code))]
+//! A BLOB column of a row-id group may be spread over several such files: the first write's, then
+//! partial ones of later updates (rows they do not update marked absent). [`column`] resolves each
+//! row to the newest file that holds it, as Java's `BlobFallbackRecordReader` does.
 
 use std::ops::Range;
+
+use arrow::array::LargeBinaryBuilder;
 
 use crate::error::Malformed;
 
@@ -90,6 +92,105 @@ pub(crate) fn slots(file: &[u8]) -> Result<Vec<Slot>, Malformed> {
     Ok(out)
 }
 
+/// One `.blob` file of a row-id group, for one column.
+pub(crate) struct BlobSource<'a> {
+    /// The file's path (a descriptor's uri).
+    pub(crate) path: &'a str,
+    pub(crate) bytes: &'a [u8],
+    pub(crate) first_row_id: i64,
+    pub(crate) max_sequence_number: i64,
+}
+
+/// Where a row's value is: the file (position) and the payload's bytes in it; none for NULL.
+type Found = Option<(usize, Range<usize>)>;
+
+/// For each row of `rows`, which of `files` (position, payload bytes) holds its value: per row the
+/// newest file (by max sequence number) that does not mark it absent; NULL there, or no file
+/// holding it, is none. Files of one sequence number must not overlap, and none may reach
+/// outside `rows` (pure over the files' slots).
+fn resolve(rows: &Range<i64>, files: &[(i64, i64, Vec<Slot>)]) -> Result<Vec<Found>, Malformed> {
+    let total = usize::try_from(rows.end - rows.start).unwrap_or(0);
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(files[i].1), files[i].0));
+    // Per row: decided (Some(value or NULL)) or not yet (None).
+    let mut decided: Vec<Option<Found>> = vec![None; total];
+    let mut layer_end: Option<(i64, i64)> = None;
+    for &i in &order {
+        let (first, seq, slots) = &files[i];
+        let start = first
+            .checked_sub(rows.start)
+            .and_then(|o| usize::try_from(o).ok())
+            .filter(|&o| o + slots.len() <= total)
+            .ok_or_else(|| {
+                Malformed(format!(
+                    "a BLOB file of rows {first}..{} reaches outside the group's rows {rows:?}",
+                    first + slots.len() as i64
+                ))
+            })?;
+        if let Some((s, end)) = layer_end {
+            if s == *seq && *first < end {
+                return Err(Malformed(format!(
+                    "BLOB files of sequence number {seq} overlap at row id {first}"
+                )));
+            }
+        }
+        layer_end = Some((*seq, first + slots.len() as i64));
+        for (k, slot) in slots.iter().enumerate() {
+            let row = &mut decided[start + k];
+            if row.is_some() {
+                continue;
+            }
+            match slot {
+                Slot::Value(r) => *row = Some(Some((i, r.clone()))),
+                Slot::Null => *row = Some(None),
+                Slot::Absent => {}
+            }
+        }
+    }
+    Ok(decided.into_iter().map(Option::flatten).collect())
+}
+
+/// The values of one BLOB column for the rows `rows` of a group, from its `.blob` files: the bytes,
+/// or with `descriptors` Paimon's serialized `BlobDescriptor` of each (version 2, the file, the
+/// payload's offset and length). Malformed: a file that does not parse, or files that do not fit.
+pub(crate) fn column(
+    rows: &Range<i64>,
+    files: &[BlobSource<'_>],
+    descriptors: bool,
+) -> Result<arrow::array::LargeBinaryArray, Malformed> {
+    let parsed = files
+        .iter()
+        .map(|f| {
+            let slots = slots(f.bytes).map_err(|e| Malformed(format!("{}: {}", f.path, e.0)))?;
+            Ok((f.first_row_id, f.max_sequence_number, slots))
+        })
+        .collect::<Result<Vec<_>, Malformed>>()?;
+    let mut out = LargeBinaryBuilder::new();
+    for row in resolve(rows, &parsed)? {
+        match row {
+            None => out.append_null(),
+            Some((i, payload)) if descriptors => {
+                out.append_value(descriptor(files[i].path, payload.start, payload.len()))
+            }
+            Some((i, payload)) => out.append_value(&files[i].bytes[payload]),
+        }
+    }
+    Ok(out.finish())
+}
+
+/// Paimon's `BlobDescriptor.serialize` (version 2): where a BLOB value's bytes are.
+fn descriptor(uri: &str, offset: usize, length: usize) -> Vec<u8> {
+    const MAGIC: i64 = 0x424C_4F42_4445_5343; // "BLOBDESC"
+    let mut out = Vec::with_capacity(uri.len() + 29);
+    out.push(2u8);
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    out.extend_from_slice(&(uri.len() as i32).to_le_bytes());
+    out.extend_from_slice(uri.as_bytes());
+    out.extend_from_slice(&(offset as i64).to_le_bytes());
+    out.extend_from_slice(&(length as i64).to_le_bytes());
+    out
+}
+
 /// Paimon's `DeltaVarintCompressor.decompress`: LEB128 varints, each zigzag-decoded, each a delta
 /// from the one before (pure).
 fn delta_varints(bytes: &[u8]) -> Result<Vec<i64>, String> {
@@ -123,6 +224,7 @@ fn delta_varints(bytes: &[u8]) -> Result<Vec<i64>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::Array;
 
     /// A blob file of `values` (None: NULL; Some(None): absent), as Paimon's writer lays it out.
     fn blob_file(values: &[Option<Option<&[u8]>>]) -> Vec<u8> {
@@ -202,6 +304,48 @@ mod tests {
             .map(|v| v.map(|v| v.map(|b| b.to_vec())))
             .collect();
         assert_eq!(bytes, want);
+    }
+
+    fn source<'a>(path: &'a str, bytes: &'a [u8], first: i64, seq: i64) -> BlobSource<'a> {
+        BlobSource {
+            path,
+            bytes,
+            first_row_id: first,
+            max_sequence_number: seq,
+        }
+    }
+
+    #[test]
+    fn each_row_comes_from_the_newest_file_that_holds_it() {
+        // pypaimon: rows 0..3 written [a, NULL, c] at seq 1, then row 1 updated at seq 3 in a
+        // file of two rows (row 0 absent); row 3 in a file of its own.
+        let first = blob_file(&[Some(Some(b"a")), None, Some(Some(b"c"))]);
+        let update = blob_file(&[Some(None), Some(Some(b"UPDATED"))]);
+        let files = [source("f1", &first, 0, 1), source("f3", &update, 0, 3)];
+        let got = column(&(0..3), &files, false).unwrap();
+        let values: Vec<Option<&[u8]>> = got.iter().collect();
+        assert_eq!(
+            values,
+            vec![Some(&b"a"[..]), Some(&b"UPDATED"[..]), Some(&b"c"[..])]
+        );
+        // A NULL in the newer file wins over the older value.
+        let nulled = blob_file(&[None]);
+        let files = [source("f1", &first, 0, 1), source("f4", &nulled, 0, 4)];
+        let got = column(&(0..3), &files, false).unwrap();
+        assert!(got.is_null(0) && !got.is_null(2));
+        // Descriptors name the file, the payload's offset (after the magic) and its length.
+        let got = column(&(0..3), &files[..1], true).unwrap();
+        let d = got.value(2);
+        assert_eq!(d[0], 2);
+        assert_eq!(&d[1..9], b"CSEDBOLB");
+        assert_eq!(&d[9..13], &2i32.to_le_bytes());
+        assert_eq!(&d[13..15], b"f1");
+        assert_eq!(&d[15..23], &(17i64 + 4).to_le_bytes());
+        assert_eq!(&d[23..31], &1i64.to_le_bytes());
+        // Files that reach outside the group, or overlap at one sequence number, are refused.
+        assert!(column(&(0..2), &files[..1], false).is_err());
+        let twin = [source("f1", &first, 0, 1), source("f2", &first, 2, 1)];
+        assert!(column(&(0..5), &twin, false).is_err());
     }
 
     #[test]

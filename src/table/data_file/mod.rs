@@ -21,7 +21,7 @@ use crate::spec::manifest::{DataFileMeta, FileSource, SimpleStats};
 use crate::spec::options::FileFormat;
 pub(crate) use parquet_writer::{encode_parquet, EXACT_BOUNDS_KEY, ROW_GROUP_ROWS};
 
-mod blob_file;
+pub(crate) mod blob_file;
 mod conform;
 pub mod decode;
 mod orc_file;
@@ -32,8 +32,8 @@ mod shredded;
 
 pub use decode::decode;
 pub(crate) use decode::{
-    decode_built, decode_filtered, decode_parquet, is_parquet, local_file, name_in_file,
-    part_groups, read_lazily, Batches,
+    decode_built, decode_filtered, decode_parquet, file_bytes, is_parquet, local_file,
+    name_in_file, part_groups, read_lazily, Batches,
 };
 pub(crate) use row_kind::ConstantColumn;
 

@@ -2,7 +2,9 @@
 //! (a full file, then column-only files of later updates) decoded side by side, each into only
 //! the columns it provides ([`crate::table::data_evolution::plan_group`]), zipped row by row
 //! ([`Aligned`]), then given their row ids and sequence number and stripped of the rows the
-//! anchor's deletion vector marks.
+//! anchor's deletion vector marks. A BLOB column comes from the group's `.blob` files instead,
+//! each row from the newest file that holds it ([`blob_file::column`]; the group's files are
+//! read whole, once).
 //!
 //! ```text
 //!  A (id, a, b, c)   rows 0..3 ─┐
@@ -17,23 +19,51 @@ use arrow::array::{new_null_array, ArrayRef, Int64Array, RecordBatch, RecordBatc
 use arrow::datatypes::{Schema, SchemaRef};
 use snafu::ResultExt;
 
-use crate::error::{ArrowSnafu, CorruptSnafu, Result};
+use super::{load_vectors, prepend_kinds, DvIndex, TableRead};
+use crate::error::{ArrowSnafu, CorruptSnafu, InternalSnafu, Malformed, Result};
 use crate::spec::deletion_vector::DeletionVector;
+use crate::spec::CoreOptions;
 use crate::spec::DataFileMeta;
 use crate::table::data_evolution::plan_group;
-use crate::table::data_file::{self, name_in_file};
-use crate::table::evolution::FileRef;
+use crate::table::data_file::{self, blob_file, name_in_file};
+use crate::table::evolution::{FileColumns, FileRef};
+use crate::table::scan::Split;
+use crate::table::Table;
 
 /// Rows a group without any file to decode (only row ids or NULL columns asked for) is cut into.
 const METADATA_BATCH_ROWS: i64 = 8192;
+
+/// A `.blob` file of a group: where it is, how its schema version names columns, its metadata.
+pub(super) struct BlobFile {
+    pub(super) path: String,
+    /// The file's full location (warehouse root included), as descriptors name it.
+    pub(super) uri: String,
+    pub(super) columns: Option<FileColumns>,
+    pub(super) meta: DataFileMeta,
+}
+
+/// Where an output column of a group comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Column {
+    /// A decoded file (position in `sources`), at this column of its batches.
+    File(usize, usize),
+    /// A BLOB column's `.blob` files (position in `blobs`).
+    Blob(usize),
+    /// No file wrote it: NULL.
+    Null,
+}
 
 /// How one group is read: which files are decoded, into which columns, and where each output
 /// column comes from.
 pub(super) struct GroupRead {
     /// The files decoded, each with the columns it provides (current names and types).
     sources: Vec<(FileRef, SchemaRef)>,
-    /// Each output column: (source, column in it), or none (NULL: no file wrote it).
-    columns: Vec<Option<(usize, usize)>>,
+    /// For each BLOB column read: its `.blob` files (path, uri, first row id, max sequence number).
+    blobs: Vec<Vec<(String, String, i64, i64)>>,
+    /// BLOB values read as Paimon's serialized descriptors (`blob-as-descriptor`).
+    descriptors: bool,
+    /// Each output column's origin.
+    columns: Vec<Column>,
     /// The group's row ids.
     rows: Range<i64>,
     /// The rows' sequence number (the newest file's).
@@ -45,55 +75,92 @@ pub(super) struct GroupRead {
 }
 
 impl GroupRead {
-    /// Plans the read of `files` (one row-id group, in manifest order, each with its [`FileRef`])
-    /// for the columns of `output`.
+    /// Plans the read of `files` (one row-id group's normal files, in manifest order, each with
+    /// its [`FileRef`]) and `blobs` (its `.blob` files) for the columns of `output`; a BLOB column
+    /// is one of Arrow type `LargeBinary`.
     pub(super) fn plan(
         files: &[DataFileMeta],
         refs: Vec<FileRef>,
+        blobs: &[BlobFile],
         output: &SchemaRef,
+        descriptors: bool,
     ) -> Result<Self> {
-        let names: Vec<String> = files.iter().map(|f| f.file_name.clone()).collect();
-        let refs_by_name = |f: &DataFileMeta| {
-            names
-                .iter()
-                .position(|n| *n == f.file_name)
-                .map(|i| &refs[i])
+        let mut names: Vec<String> = files.iter().map(|f| f.file_name.clone()).collect();
+        names.extend(blobs.iter().map(|b| b.meta.file_name.clone()));
+        let is_blob = |column: &str| {
+            output
+                .field_with_name(column)
+                .is_ok_and(|f| *f.data_type() == arrow::datatypes::DataType::LargeBinary)
         };
         // A file holds a column if its schema version had it and, for a column-only file, its
-        // `writeCols` list the column under that version's name.
+        // `writeCols` list the column under that version's name. BLOB columns are in `.blob`
+        // files only.
         let wrote = |f: &DataFileMeta, column: &str| {
-            let Some(r) = refs_by_name(f) else {
+            let Some(r) = files
+                .iter()
+                .position(|g| g.file_name == f.file_name)
+                .map(|i| &refs[i])
+            else {
                 return false;
             };
-            match name_in_file(r.columns.as_ref(), column) {
-                None => false,
-                Some(in_file) => f
-                    .write_cols
-                    .as_ref()
-                    .is_none_or(|cols| cols.contains(&in_file)),
-            }
+            !is_blob(column)
+                && match name_in_file(r.columns.as_ref(), column) {
+                    None => false,
+                    Some(in_file) => f
+                        .write_cols
+                        .as_ref()
+                        .is_none_or(|cols| cols.contains(&in_file)),
+                }
         };
         let wanted: Vec<(&str, bool)> = output
             .fields()
             .iter()
-            .map(|f| (f.name().as_str(), f.is_nullable()))
+            .map(|f| (f.name().as_str(), f.is_nullable() || is_blob(f.name())))
             .collect();
         let group: Vec<&DataFileMeta> = files.iter().collect();
         let plan = plan_group(&group, &wanted, wrote).map_err(|e| e.at(names.join(", ")))?;
         let mut sources: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut blob_columns: Vec<Vec<(String, String, i64, i64)>> = Vec::new();
         let mut columns = Vec::with_capacity(wanted.len());
         for (out, from) in plan.columns.iter().enumerate() {
-            columns.push(from.map(|file| {
-                let at = match sources.iter().position(|(f, _)| *f == file) {
-                    Some(at) => at,
-                    None => {
-                        sources.push((file, Vec::new()));
-                        sources.len() - 1
+            let (name, _) = wanted[out];
+            if is_blob(name) {
+                let mut of_column = Vec::new();
+                for b in blobs {
+                    let holds = name_in_file(b.columns.as_ref(), name).is_some_and(|in_file| {
+                        b.meta.write_cols.as_ref().and_then(|c| c.first()) == Some(&in_file)
+                    });
+                    if holds {
+                        let first = b.meta.first_row_id.ok_or_else(|| {
+                            Malformed(format!("BLOB file {} has no first row id", b.path))
+                                .at(b.path.clone())
+                        })?;
+                        of_column.push((
+                            b.path.clone(),
+                            b.uri.clone(),
+                            first,
+                            b.meta.max_sequence_number,
+                        ));
                     }
-                };
-                sources[at].1.push(out);
-                (at, sources[at].1.len() - 1)
-            }));
+                }
+                blob_columns.push(of_column);
+                columns.push(Column::Blob(blob_columns.len() - 1));
+                continue;
+            }
+            columns.push(match from {
+                None => Column::Null,
+                Some(file) => {
+                    let at = match sources.iter().position(|(f, _)| f == file) {
+                        Some(at) => at,
+                        None => {
+                            sources.push((*file, Vec::new()));
+                            sources.len() - 1
+                        }
+                    };
+                    sources[at].1.push(out);
+                    Column::File(at, sources[at].1.len() - 1)
+                }
+            });
         }
         let sources = sources
             .into_iter()
@@ -104,12 +171,48 @@ impl GroupRead {
             .collect();
         Ok(Self {
             sources,
+            blobs: blob_columns,
+            descriptors,
             columns,
             rows: plan.rows,
             sequence: plan.sequence,
             anchor: names[plan.anchor].clone(),
             names,
         })
+    }
+
+    /// The values of each BLOB column read, for the whole group.
+    fn blob_columns(
+        &self,
+        handle: &tokio::runtime::Handle,
+        io: &crate::io::FileIo,
+    ) -> Result<Vec<ArrayRef>> {
+        self.blobs
+            .iter()
+            .map(|files| {
+                let bytes = files
+                    .iter()
+                    .map(|(path, _, _, _)| data_file::file_bytes(handle, io, path))
+                    .collect::<Result<Vec<_>>>()?;
+                let sources: Vec<blob_file::BlobSource<'_>> = files
+                    .iter()
+                    .zip(&bytes)
+                    .map(|((_, uri, first, seq), bytes)| blob_file::BlobSource {
+                        path: uri,
+                        bytes,
+                        first_row_id: *first,
+                        max_sequence_number: *seq,
+                    })
+                    .collect();
+                let column =
+                    blob_file::column(&self.rows, &sources, self.descriptors).map_err(|e| {
+                        let paths: Vec<&str> =
+                            files.iter().map(|(p, _, _, _)| p.as_str()).collect();
+                        e.at(paths.join(", "))
+                    })?;
+                Ok(Arc::new(column) as ArrayRef)
+            })
+            .collect()
     }
 
     /// Reads the group, handing each assembled batch to `send`: the output columns, then
@@ -124,14 +227,16 @@ impl GroupRead {
     ) -> Result<()> {
         let tracking = schema.fields().len() == self.columns.len() + 2;
         let total = self.rows.end - self.rows.start;
+        let blobs = self.blob_columns(handle, io)?;
         let mut assemble = |slices: &[RecordBatch], position: i64, n: usize| -> Result<()> {
             let mut cols: Vec<ArrayRef> = self
                 .columns
                 .iter()
                 .zip(schema.fields())
-                .map(|(from, field)| match from {
-                    Some((s, c)) => Arc::clone(slices[*s].column(*c)),
-                    None => new_null_array(field.data_type(), n),
+                .map(|(from, field)| match *from {
+                    Column::File(s, c) => Arc::clone(slices[s].column(c)),
+                    Column::Blob(b) => blobs[b].slice(position as usize, n),
+                    Column::Null => new_null_array(field.data_type(), n),
                 })
                 .collect();
             if tracking {
@@ -215,6 +320,74 @@ impl GroupRead {
             ),
         }
         .build()
+    }
+}
+
+impl TableRead {
+    /// The blocking work that reads one row-id group of a data-evolution table whose files must
+    /// be read together ([`evolved`]).
+    pub(super) fn evolved_task(
+        &self,
+        split: Split,
+        dir: &str,
+        tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+        dv_index: Option<Arc<DvIndex>>,
+    ) -> Result<Box<dyn FnOnce() -> Result<()> + Send + 'static>> {
+        let (blob_metas, normal): (Vec<_>, Vec<_>) = split
+            .files
+            .iter()
+            .cloned()
+            .partition(|f| crate::table::data_evolution::is_blob_file(&f.file_name));
+        let refs = normal
+            .iter()
+            .map(|f| self.table.file_ref(dir, f))
+            .collect::<Result<Vec<_>>>()?;
+        let blobs = blob_metas
+            .into_iter()
+            .map(|meta| {
+                let path = Table::data_path(dir, &meta);
+                let uri = match path.contains("://") {
+                    true => path.clone(),
+                    false => format!("{}/{path}", self.table.io().uri().trim_end_matches('/')),
+                };
+                Ok(BlobFile {
+                    uri,
+                    columns: self.table.file_columns(&meta, &path)?,
+                    path,
+                    meta,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let descriptors = CoreOptions::new(&self.layout.schema.options)
+            .flag(crate::spec::options::BLOB_AS_DESCRIPTOR);
+        let group = GroupRead::plan(&normal, refs, &blobs, &self.output_schema, descriptors)?;
+        let schema = if self.row_tracking {
+            self.schema()
+        } else {
+            Arc::clone(&self.output_schema)
+        };
+        let kind_schema = self.row_kind.then(|| self.schema());
+        let manifests = self.table.manifest_manager();
+        let io = self.table.io().clone();
+        let handle = tokio::runtime::Handle::current();
+        Ok(Box::new(move || -> Result<()> {
+            let anchor = std::collections::HashSet::from([group.anchor.as_str()]);
+            let at = (&split.partition[..], split.bucket);
+            let vectors = load_vectors(&handle, &manifests, dv_index.as_deref(), at, &anchor)?;
+            let dv = vectors.get(&group.anchor);
+            group.run(&handle, &io, &schema, dv, |batch| {
+                let batch = match &kind_schema {
+                    Some(ks) => prepend_kinds(ks, &batch, None)?,
+                    None => batch,
+                };
+                tx.blocking_send(Ok(batch)).map_err(|_| {
+                    InternalSnafu {
+                        message: "read cancelled".to_string(),
+                    }
+                    .build()
+                })
+            })
+        }))
     }
 }
 
