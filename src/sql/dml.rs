@@ -257,6 +257,14 @@ fn column(name: &str) -> SelectItem {
 fn check_row_level(table: &Table, what: &str) -> Result<Arc<crate::table::TableLayout>> {
     let layout = table.layout()?;
     let id = table.identifier();
+    if layout.options.data_evolution {
+        return crate::error::UnsupportedSnafu {
+            message: format!(
+                "{what} of the data-evolution table {id} (files of only the changed columns, by row id) is not supported by tidelake yet"
+            ),
+        }
+        .fail();
+    }
     if !layout.is_primary_key_table() {
         return crate::error::UnsupportedSnafu {
             message: format!("{what} needs a primary-key table; {id} is an append table"),

@@ -130,6 +130,14 @@ async fn pypaimon_column_updates_and_deletes_by_row_id_read_as_pypaimon_reads_th
     .unwrap();
     assert_eq!(only_d, vec![vec![json!("d2")], vec![json!("dd")]]);
 
+    // UPDATE (column files by row id) is not written yet: refused by name, nothing changes.
+    let e = sql(&engine, "UPDATE db.de SET b = 0 WHERE id = 2")
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), tidelake::ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("data-evolution table db.de"), "{e}");
+    assert_eq!(read_rows(&t, None).await.len(), 4);
+
     // tidelake appends to the table; pypaimon reads the new rows with their row ids.
     sql(&engine, "INSERT INTO db.de VALUES (7, 's', 70, 7.5, 'e')")
         .await
@@ -343,4 +351,65 @@ async fn blob_columns_only_in_data_evolution_tables_and_never_nested() {
         assert_eq!(e.kind(), kind, "{name}: {e}");
         assert!(e.to_string().contains(words), "{name}: {e}");
     }
+}
+
+/// A damaged `.blob` file, and a column file gone from its row-id group, are refused naming the
+/// file; the table's other groups and the metadata stay as they were.
+#[tokio::test]
+async fn a_damaged_blob_file_or_a_missing_column_file_is_refused_naming_it() {
+    let s = Scratch::new();
+    pypaimon_blob_table(
+        &s,
+        json!({"row-tracking.enabled": "true", "data-evolution.enabled": "true"}),
+    );
+    let dir = std::path::Path::new(s.path()).join("db.db/blob/bucket-0");
+    let blobs: Vec<String> = crate::common::files_under(&dir)
+        .into_iter()
+        .filter(|f| f.ends_with(".blob"))
+        .collect();
+    assert_eq!(blobs.len(), 3);
+    let engine = SqlEngine::new(s.catalog.clone(), Default::default()).unwrap();
+    // Each blob file damaged in turn: one flipped byte inside its first record's payload or CRC.
+    for name in &blobs {
+        let path = dir.join(name);
+        let good = std::fs::read(&path).unwrap();
+        let mut bad = good.clone();
+        bad[5] ^= 0x41;
+        std::fs::write(&path, &bad).unwrap();
+        let e = sql(&engine, "SELECT id, img FROM db.blob")
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains(name.as_str()), "{name}: {e}");
+        std::fs::write(&path, &good).unwrap();
+    }
+    assert_eq!(
+        sql(&engine, "SELECT count(img) FROM db.blob")
+            .await
+            .unwrap(),
+        vec![vec![json!(4)]]
+    );
+    // A column file of the update gone: the read of its group fails naming it.
+    let s2 = Scratch::new();
+    pypaimon_table(&s2);
+    let t = load(&s2).await;
+    let plan = t.new_scan().plan().await.unwrap();
+    let update = plan.splits[0]
+        .files
+        .iter()
+        .find(|f| f.write_cols.as_deref() == Some(&["b".to_string()][..]))
+        .unwrap()
+        .file_name
+        .clone();
+    let path = std::path::Path::new(s2.path())
+        .join("db.db/de/bucket-0")
+        .join(&update);
+    std::fs::remove_file(&path).unwrap();
+    let engine = SqlEngine::new(s2.catalog.clone(), Default::default()).unwrap();
+    let e = sql(&engine, "SELECT b FROM db.de").await.unwrap_err();
+    assert!(e.to_string().contains(&update), "{e}");
+    // A projection that does not need it still reads.
+    let ids = sql(&engine, "SELECT id FROM db.de ORDER BY id")
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 4);
 }
