@@ -719,15 +719,16 @@ mod tests {
 
     #[test]
     fn unimplemented_table_modes_are_refused_by_name() {
-        for (k, _, _) in UNIMPLEMENTED {
+        for (k, on, _) in UNIMPLEMENTED {
             let e = parse(&[(k, "true")]).unwrap_err();
             assert_eq!(e.kind(), crate::error::ErrorKind::Unsupported);
             let e = e.to_string();
             assert!(e.contains(&format!("option '{k}' = 'true'")), "{e}");
             assert!(e.contains("not supported by tidelake yet"), "{e}");
-            // Switched off, it changes nothing.
-            assert!(parse(&[(k, "false")]).is_ok());
+            // Switched off, it changes nothing; a key refused whatever its value stays refused.
+            assert_eq!(parse(&[(k, "false")]).is_ok(), *on != "*", "{k}");
         }
+        assert!(parse(&[("blob-field", "picture")]).is_err());
     }
 
     #[test]
