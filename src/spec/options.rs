@@ -300,6 +300,8 @@ pub struct TableOptions {
     /// `data-evolution.enabled` (false): a row's columns may be spread over several files that
     /// cover the same row ids, read back together by row id.
     pub data_evolution: bool,
+    /// `blob-as-descriptor` (false): BLOB values read as Paimon's serialized descriptors.
+    pub blob_as_descriptor: bool,
     /// `file.format` (parquet): the format new data files are written in; none for a format
     /// tidelake does not write (its files are refused on read, writing the table is refused).
     pub format: Option<FileFormat>,
@@ -568,6 +570,7 @@ impl TableOptions {
             },
             thin_mode: r.flag("data-file.thin-mode", false)?,
             data_evolution: r.flag(DATA_EVOLUTION, false)?,
+            blob_as_descriptor: r.flag(BLOB_AS_DESCRIPTOR, false)?,
             format: FileFormat::parse(r.raw(FILE_FORMAT).unwrap_or("parquet")),
             compression: FileCompression::parse(
                 r.raw(FILE_COMPRESSION),

@@ -22,7 +22,6 @@ use snafu::ResultExt;
 use super::{load_vectors, prepend_kinds, DvIndex, TableRead};
 use crate::error::{ArrowSnafu, CorruptSnafu, InternalSnafu, Malformed, Result};
 use crate::spec::deletion_vector::DeletionVector;
-use crate::spec::CoreOptions;
 use crate::spec::DataFileMeta;
 use crate::table::data_evolution::plan_group;
 use crate::table::data_file::{self, blob_file, name_in_file};
@@ -346,9 +345,10 @@ impl TableRead {
             .into_iter()
             .map(|meta| {
                 let path = Table::data_path(dir, &meta);
-                let uri = match path.contains("://") {
-                    true => path.clone(),
-                    false => format!("{}/{path}", self.table.io().uri().trim_end_matches('/')),
+                let uri = if path.contains("://") {
+                    path.clone()
+                } else {
+                    format!("{}/{path}", self.table.io().uri().trim_end_matches('/'))
                 };
                 Ok(BlobFile {
                     uri,
@@ -358,8 +358,7 @@ impl TableRead {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let descriptors = CoreOptions::new(&self.layout.schema.options)
-            .flag(crate::spec::options::BLOB_AS_DESCRIPTOR);
+        let descriptors = self.layout.options.blob_as_descriptor;
         let group = GroupRead::plan(&normal, refs, &blobs, &self.output_schema, descriptors)?;
         let schema = if self.row_tracking {
             self.schema()
