@@ -111,15 +111,6 @@ impl TableDefinition {
                         .into(),
                 );
             }
-            if let Some(p) = self
-                .partition_keys
-                .iter()
-                .find(|p| !self.primary_keys.contains(p))
-            {
-                return fail(format!(
-                    "partition key '{p}' must be part of the primary key (cross-partition upserts are not supported yet)"
-                ));
-            }
             if self
                 .primary_keys
                 .iter()

@@ -29,6 +29,12 @@ pub struct TableLayout {
     pub key_types: Vec<DataType>,
     pub bucket_key_indices: Vec<usize>,
     pub bucket_mode: BucketMode,
+    /// Paimon's cross-partition update (`TableSchema.crossPartitionUpdate`): a primary key that
+    /// lacks a partition key. With `bucket` = -1 (Paimon's KEY_DYNAMIC) a key lives in one
+    /// partition at a time, found through the writer's key index (`table::cross_partition`).
+    pub cross_partition: bool,
+    /// The whole primary key's columns (the key of the cross-partition index).
+    pub primary_key_indices: Vec<usize>,
     pub merge_engine: MergeEngine,
     pub merge_config: Arc<MergeConfig>,
     pub sequence_field_indices: Vec<usize>,
@@ -153,6 +159,19 @@ impl TableLayout {
             }
         }
         let merge_engine = opts.merge_engine()?;
+        let cross_partition = pk
+            && schema
+                .partition_keys
+                .iter()
+                .any(|p| !schema.primary_keys.contains(p));
+        // Paimon's SchemaValidation: a sequence field cannot order a key's rows across partitions.
+        if cross_partition && !sequence_field_indices.is_empty() {
+            return Err(invalid(format!(
+                "You can not use sequence.field in cross partition update case (Primary key constraint '[{}]' not include all partition fields '[{}]').",
+                schema.primary_keys.join(", "),
+                schema.partition_keys.join(", ")
+            )));
+        }
         let changelog_producer = match opts.get(crate::spec::options::CHANGELOG_PRODUCER) {
             Some(v) => ChangelogProducer::parse(v)?,
             None => ChangelogProducer::None,
@@ -237,6 +256,8 @@ impl TableLayout {
             key_indices,
             bucket_key_indices,
             bucket_mode,
+            cross_partition,
+            primary_key_indices,
             merge_engine,
             changelog_producer,
             merge_config: Arc::new(MergeConfig::from_schema(&schema)?),
@@ -330,16 +351,15 @@ impl TableLayout {
                 f.name
             ));
         }
-        if self.bucket_mode == BucketMode::Dynamic
-            && self
-                .schema
-                .partition_keys
-                .iter()
-                .any(|p| !self.schema.primary_keys.contains(p))
-        {
+        if self.cross_partition && self.bucket_mode == BucketMode::Postpone {
             return unsupported(
-                "a dynamic-bucket table whose primary key lacks a partition key (cross-partition upserts)",
+                "a postpone-bucket table (bucket = -2) whose primary key lacks a partition key (cross-partition upserts need bucket = -1)",
             );
+        }
+        if let Some(ttl) = self.schema.options.get(CROSS_PARTITION_INDEX_TTL) {
+            return unsupported(&format!(
+                "'{CROSS_PARTITION_INDEX_TTL}' = '{ttl}' (forgetting keys of the cross-partition index, which writes them twice once they return; reading is not affected)"
+            ));
         }
         let format = match self.options.format {
             Some(f) => f,
@@ -371,6 +391,11 @@ impl TableLayout {
         Ok(())
     }
 }
+
+/// `cross-partition-upsert.index-ttl`: Paimon forgets index entries older than this (and then
+/// writes a returning key a second time); tidelake keeps every key, so it refuses to write such a
+/// table rather than answer differently.
+pub const CROSS_PARTITION_INDEX_TTL: &str = "cross-partition-upsert.index-ttl";
 
 fn with_id(f: Field, id: i32) -> Field {
     f.with_metadata(HashMap::from([(

@@ -65,6 +65,16 @@ pub fn configure(limits: LookupLimits) -> bool {
     LIMITS.set(limits).is_ok()
 }
 
+/// The directory local files of the process go under (`[storage] lookup_dir`, or
+/// `tidelake-lookup` under the system's temporary directory): lookup files and key indexes.
+pub(crate) fn local_dir() -> PathBuf {
+    let l = LIMITS.get_or_init(LookupLimits::default);
+    match &l.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join("tidelake-lookup"),
+    }
+}
+
 /// The process's lookup files: its directory and the index of what is kept there.
 struct Store {
     dir: PathBuf,
@@ -85,10 +95,7 @@ fn store() -> Option<&'static Store> {
     STORE
         .get_or_init(|| {
             let l = LIMITS.get_or_init(LookupLimits::default);
-            let parent = match &l.dir {
-                Some(d) => d.clone(),
-                None => std::env::temp_dir().join("tidelake-lookup"),
-            };
+            let parent = local_dir();
             let dir = parent.join(format!("lookup-{}", std::process::id()));
             match Store::open(&parent, &dir, l.disk_bytes) {
                 Ok(s) => Some(s),

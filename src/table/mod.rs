@@ -10,6 +10,7 @@ pub mod branch;
 pub mod changes;
 pub mod commit;
 pub mod compact;
+pub(crate) mod cross_partition;
 pub(crate) mod data_evolution;
 pub mod data_file;
 pub(crate) mod deletion_vectors;

@@ -290,6 +290,14 @@ impl TableRead {
         Ok(self)
     }
 
+    /// Makes a deletion-vector primary-key table's read merge every level, level 0 included
+    /// (the rows as of the snapshot, before a compaction moved level 0 up), as merge-on-read
+    /// tables always do.
+    pub(crate) fn merging_every_level(mut self) -> Self {
+        self.dv_merge_on_read |= self.deletion_vectors && self.layout.is_primary_key_table();
+        self
+    }
+
     /// Adds a leading `rowkind` column with each row's kind (Paimon's `$audit_log`).
     pub fn with_row_kind(mut self) -> Self {
         self.row_kind = true;

@@ -12,6 +12,7 @@ mod common;
 mod compaction;
 mod concurrency;
 mod crash;
+mod cross_partition;
 mod data_evolution;
 mod deletion_vectors;
 mod dynamic;

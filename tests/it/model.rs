@@ -1,7 +1,8 @@
 //! Property test: random upserts, deletes, buffer spills, writer restarts and commits on a
-//! primary-key table (fixed buckets, dynamic buckets of two keys each, or postpone buckets moved
-//! by a compaction after each commit; with or without deletion vectors), each read (latest and every earlier snapshot) compared with a BTreeMap
-//! model. A nested column (ARRAY<BIGINT>, given
+//! primary-key table (fixed buckets, dynamic buckets of two keys each, postpone buckets moved
+//! by a compaction after each commit, or cross-partition keys whose rows move between partitions;
+//! with or without deletion vectors), each read (latest and every earlier snapshot) compared with
+//! a BTreeMap model. A nested column (ARRAY<BIGINT>, given
 //! with Arrow's own item name) rides along through spills, merges and compactions.
 
 use std::collections::BTreeMap;
@@ -108,12 +109,27 @@ fn model_rows(m: &Model) -> Vec<Vec<Value>> {
     )
 }
 
+/// Folds one written row into the model: keyed by (id, part), or by id alone when `cross` (a
+/// key lives in one partition: a row elsewhere moves it, a delete removes it wherever it is).
+fn fold(m: &mut Model, (id, part, v, delete): (i32, i32, i64, bool), cross: bool) {
+    if cross {
+        m.retain(|(i, _), _| *i != id);
+    } else {
+        m.remove(&(id, part));
+    }
+    if !delete {
+        m.insert((id, part), v);
+    }
+}
+
 async fn run(
     ops: Vec<Op>,
     spill_rows: usize,
     buckets: i32,
     deletion_vectors: bool,
+    cross: bool,
 ) -> Result<(), TestCaseError> {
+    let buckets = if cross { -1 } else { buckets };
     let catalog = Catalog::new(FileIo::memory());
     let id = Identifier::new("db", "t");
     let def = TableDefinition {
@@ -121,7 +137,11 @@ async fn run(
             "id INT NOT NULL, part INT NOT NULL, v BIGINT, note STRING, tags ARRAY<BIGINT>",
         )
         .unwrap(),
-        primary_keys: vec!["id".into(), "part".into()],
+        primary_keys: if cross {
+            vec!["id".into()]
+        } else {
+            vec!["id".into(), "part".into()]
+        },
         partition_keys: vec!["part".into()],
         // -1: dynamic buckets, two keys each, so keys spread over many buckets. -2: postpone
         // buckets (moved by a compaction after each commit, into 2 buckets).
@@ -154,12 +174,8 @@ async fn run(
         match op {
             Op::Write(rows) => {
                 writer.write(&input_batch(&rows)).await.unwrap();
-                for (id, part, v, delete) in rows {
-                    if delete {
-                        pending.remove(&(id, part));
-                    } else {
-                        pending.insert((id, part), v);
-                    }
+                for r in rows {
+                    fold(&mut pending, r, cross);
                 }
             }
             Op::Commit | Op::Restart => {
@@ -236,8 +252,9 @@ proptest! {
         spill_rows in prop_oneof![Just(1usize), Just(3), Just(7), Just(1000)],
         buckets in prop_oneof![Just(-2i32), Just(-1i32), 1..4i32],
         deletion_vectors in any::<bool>(),
+        cross in prop::bool::weighted(0.3),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(run(ops, spill_rows, buckets, deletion_vectors))?;
+        rt.block_on(run(ops, spill_rows, buckets, deletion_vectors, cross))?;
     }
 }

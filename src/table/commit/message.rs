@@ -25,6 +25,9 @@ pub struct CommitMessage {
     /// The HASH files of this partition the writer assigned buckets from, (bucket, file name),
     /// when it added index files: the commit checks no other writer changed them meanwhile.
     pub index_base: Option<Vec<(i32, String)>>,
+    /// A cross-partition writer's: the snapshot its key index was synced to before it placed
+    /// the keys of this commit; another writer's APPEND or OVERWRITE since is a conflict.
+    pub key_index_base: Option<i64>,
     /// A compaction's new deletion-vector file of this bucket (`deletion-vectors.enabled`),
     /// committed with the COMPACT snapshot, and the file it replaces.
     pub vectors: Option<VectorsChange>,
@@ -44,6 +47,7 @@ impl CommitMessage {
             compact_changelog: vec![],
             index_files: vec![],
             index_base: None,
+            key_index_base: None,
             vectors: None,
         }
     }

@@ -29,6 +29,7 @@
 //! function in [`decide`]. The retry decision reads [`crate::error::Error::is_retryable`] and lives
 //! only there.
 
+mod checks;
 mod decide;
 mod index;
 mod message;
@@ -212,6 +213,7 @@ impl TableCommit {
                         overwrite: overwrite.as_ref(),
                         index: index.as_ref(),
                         vectors: None,
+                        key_base: messages.iter().filter_map(|m| m.key_index_base).min(),
                     },
                     identifier,
                     fence,
@@ -246,6 +248,7 @@ impl TableCommit {
                         overwrite: None,
                         index: index.as_ref().filter(|_| !appends),
                         vectors: vectors.as_ref(),
+                        key_base: None,
                     },
                     identifier,
                     fence,
@@ -298,31 +301,6 @@ impl TableCommit {
         Ok(Committed { outcome, snapshots })
     }
 
-    /// Fails with [`crate::error::Error::Fenced`] when a snapshot after `since`, up to `latest`,
-    /// belongs to this commit user (expired ones are skipped: they cannot be told apart).
-    async fn check_fence(&self, since: i64, latest: &Snapshot) -> Result<()> {
-        let sm = self.table.snapshot_manager();
-        let earliest = sm.earliest_id().await?.unwrap_or(1);
-        let mut id = latest.id;
-        while id > since && id >= earliest {
-            let s = if id == latest.id {
-                Some(latest.clone())
-            } else {
-                sm.try_snapshot(id).await?
-            };
-            if let Some(s) = s.filter(|s| s.commit_user == self.commit_user) {
-                return crate::error::FencedSnafu {
-                    table: self.table.identifier().to_string(),
-                    commit_user: self.commit_user.clone(),
-                    snapshot: s.id,
-                }
-                .fail();
-            }
-            id -= 1;
-        }
-        Ok(())
-    }
-
     /// Deletes the files of `messages` that `which` names (outputs of a commit that was not
     /// published): the new data with its index files, or a compaction's outputs with its
     /// deletion vectors.
@@ -369,6 +347,7 @@ impl TableCommit {
             overwrite,
             index,
             vectors,
+            key_base,
         } = replaces;
         let index = IndexChanges::and(index, vectors);
         let table = &self.table;
@@ -399,6 +378,9 @@ impl TableCommit {
             let latest = sm.latest().await?;
             if let (Some(since), Some(l)) = (fence, latest.as_ref()) {
                 self.check_fence(since, l).await?;
+            }
+            if let (Some(base), Some(l)) = (key_base, latest.as_ref()) {
+                self.check_keys_unmoved(base, l).await?;
             }
             let live = match &latest {
                 Some(s) if kind == CommitKind::Compact || overwrite.is_some() => {
@@ -650,6 +632,8 @@ struct Replaces<'a> {
     index: Option<&'a IndexChanges>,
     /// A compaction's new deletion-vector files, checked against their bases.
     vectors: Option<&'a IndexChanges>,
+    /// A cross-partition writer's key index base ([`CommitMessage::key_index_base`]).
+    key_base: Option<i64>,
 }
 
 /// Snapshot `id` read back after an ambiguous publish, with a few retries of transient read

@@ -35,6 +35,7 @@ use crate::table::deletion_vectors::{bucket_file, BucketVectors};
 
 mod bucket;
 mod conform;
+mod cross;
 mod dynamic;
 mod dynamic_index;
 mod route;
@@ -86,6 +87,8 @@ pub struct TableWrite {
     wait_compaction: bool,
     /// Dynamic-bucket tables: the key-hash index, loaded per partition on first sight.
     dynamic: Option<DynamicIndex>,
+    /// Cross-partition tables: the key index, opened at the first write.
+    cross: Option<cross::CrossIndex>,
     /// Deletion-vector tables: the snapshot new bucket writers read their vectors from (id and
     /// index entries; none for a table without snapshots).
     vectors_of: Option<(i64, Arc<Vec<IndexManifestEntry>>)>,
@@ -125,6 +128,7 @@ impl TableWrite {
             live_as_of: None,
             wait_compaction: false,
             dynamic: None,
+            cross: None,
             vectors_of: None,
             ignore_previous: false,
             file_name,
@@ -193,8 +197,8 @@ impl TableWrite {
     /// inserts): rows read back from the table's own files.
     pub(crate) async fn write_conformed(
         &mut self,
-        values: RecordBatch,
-        kinds: Option<arrow::array::Int8Array>,
+        mut values: RecordBatch,
+        mut kinds: Option<arrow::array::Int8Array>,
     ) -> Result<()> {
         if values.num_rows() == 0 {
             return Ok(());
@@ -205,11 +209,14 @@ impl TableWrite {
         }
         if self.dynamic.is_some() {
             groups = self.assign_dynamic(&values, groups).await?;
+        } else if self.layout().cross_partition && self.layout().bucket_mode == BucketMode::Dynamic
+        {
+            (values, kinds, groups) = self.assign_cross(values, kinds, groups).await?;
         }
-        let single = groups.len() == 1;
+        // One bucket takes every row, in input order: no copy needed.
+        let single = groups.len() == 1 && groups[0].1.len() == values.num_rows();
         for (id, rows) in groups {
             let indices = UInt32Array::from(rows);
-            // All rows in one bucket (in order): no copy needed.
             let part = if single {
                 values.clone()
             } else {
@@ -261,6 +268,11 @@ impl TableWrite {
         }
         self.write_grown_indexes(&mut messages, total_buckets)
             .await?;
+        if let Some(base) = self.take_cross_base() {
+            for m in &mut messages {
+                m.key_index_base = Some(base);
+            }
+        }
         messages.sort_by(|a, b| (&a.partition, a.bucket).cmp(&(&b.partition, b.bucket)));
         self.compact_touched(&mut messages).await?;
         messages.retain(|m| !m.is_empty());
@@ -394,7 +406,7 @@ impl TableWrite {
             // and the compaction that moves the rows orders them by file, not by sequence.
             return Ok(restored);
         }
-        if self.layout().bucket_mode == BucketMode::Dynamic {
+        if self.layout().bucket_mode == BucketMode::Dynamic && !self.layout().cross_partition {
             self.dynamic = Some(DynamicIndex {
                 options: self.layout().options.dynamic,
                 ..Default::default()
