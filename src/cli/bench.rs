@@ -10,6 +10,9 @@
 //! `--point-queries <URL>` runs concurrent point-query clients against a running server instead
 //! ([`super::point_bench`]).
 //!
+//! `--cross-partition` measures instead the cost of an upsert into a cross-partition table as it
+//! grows ([`super::cross_bench`]).
+//!
 //! `--deletion-vectors` measures instead the full scan of a deletion-vector table beside
 //! merge-on-read of the same rows (and what each cost to write).
 
@@ -37,17 +40,17 @@ fn parse_option(s: &str) -> std::result::Result<(String, String), String> {
 #[derive(Debug, clap::Args)]
 pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 5_000_000)]
-    rows: usize,
+    pub(super) rows: usize,
     /// Upserts (default rows / 5).
     #[arg(long)]
     upserts: Option<usize>,
     #[arg(long, default_value_t = 100_000)]
-    batch: usize,
+    pub(super) batch: usize,
     #[arg(long, default_value_t = 2)]
     buckets: usize,
     /// Where the tables are written (deleted afterwards).
     #[arg(long, default_value = "/tmp/tidelake-bench")]
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     /// Python interpreter with pypaimon 2.1 (scripts/setup-python.sh makes one).
     #[arg(long, default_value = ".venv/bin/python")]
     python: String,
@@ -75,16 +78,21 @@ pub(crate) struct BenchArgs {
     /// A table option of the primary-key table, as KEY=VALUE (repeatable), e.g.
     /// `--option changelog-producer=lookup` or `--option deletion-vectors.enabled=true`.
     #[arg(long = "option", value_name = "KEY=VALUE", value_parser = parse_option)]
-    options: Vec<(String, String)>,
+    pub(super) options: Vec<(String, String)>,
+    /// Instead of workload W: the cost of an upsert commit into a cross-partition table
+    /// (`bucket` = -1, key without the partition) at a quarter of `--rows` keys and at `--rows`
+    /// keys, `--batch` upserts per commit, half of them moving their key to another partition.
+    #[arg(long)]
+    cross_partition: bool,
     #[command(flatten)]
     point: super::point_bench::PointBenchArgs,
 }
 
 /// splitmix64: a small deterministic generator, enough for benchmark data.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -416,6 +424,9 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.deletion_vectors {
         return deletion_vector_scans(args).await;
+    }
+    if args.cross_partition {
+        return super::cross_bench::run(args).await;
     }
     let n = args.rows;
     let u = args.upserts.unwrap_or(n / 5);

@@ -1,6 +1,7 @@
 //! Pieces of the `tidelake` command that are not the engine: input files, printing, the bench.
 
 pub(crate) mod bench;
+pub(crate) mod cross_bench;
 pub(crate) mod input;
 pub(crate) mod maintenance;
 pub(crate) mod output;
