@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
 use futures::{StreamExt, TryStreamExt};
-use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 use snafu::ResultExt;
@@ -54,6 +54,8 @@ const META: TableDefinition<'_, &str, &str> = TableDefinition::new("meta");
 const CACHE_BYTES: usize = 64 << 20;
 /// Beyond this many snapshots behind, the index is rebuilt instead of caught up.
 const MAX_CATCH_UP: i64 = 1000;
+/// Changed places kept in memory before they are written to the store (about 64 bytes each).
+const FLUSH_KEYS: usize = 1 << 20;
 /// Indexes kept open (and warm) by the process when no writer holds them.
 const KEEP_OPEN: usize = 32;
 
@@ -92,6 +94,12 @@ pub(crate) struct KeyIndex {
     /// How many of `partitions` are stored.
     stored_partitions: usize,
     counts: HashMap<u32, BTreeMap<i32, u64>>,
+    /// Places changed since the last flush, newer than the store's: a B-tree rewrites a page per
+    /// key it changes, so changes are gathered here and written in key order once they are many
+    /// ([`FLUSH_KEYS`]; the cost of an upsert then stays flat as the table grows).
+    recent: HashMap<Vec<u8>, Place>,
+    /// The snapshots applied since the last flush.
+    unflushed_snapshots: i64,
 }
 
 impl std::fmt::Debug for KeyIndex {
@@ -118,6 +126,12 @@ fn store_error<E: std::error::Error + Send + Sync + 'static>(
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: the next [`open`] reopens the index from its file (as a restarted process would).
+    static FORGET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The open index of `table` (opened, or created empty, on first use).
 pub(crate) fn open(table: &Table) -> Result<SharedIndex> {
     static OPEN: Mutex<Option<HashMap<String, SharedIndex>>> = Mutex::new(None);
@@ -135,6 +149,10 @@ pub(crate) fn open(table: &Table) -> Result<SharedIndex> {
     };
     let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
     let open = open.get_or_insert_with(HashMap::new);
+    #[cfg(test)]
+    if FORGET.with(|f| f.replace(false)) {
+        open.remove(&name);
+    }
     if let Some(index) = open.get(&name) {
         return Ok(Arc::clone(index));
     }
@@ -209,6 +227,8 @@ impl KeyIndex {
             partition_ids: HashMap::new(),
             stored_partitions: 0,
             counts: HashMap::new(),
+            recent: HashMap::new(),
+            unflushed_snapshots: 0,
         };
         let txn = index.db.begin_read().map_err(store_error(&index.file))?;
         let at = match txn.open_table(META) {
@@ -267,20 +287,24 @@ impl KeyIndex {
 
     /// Where each key lives, as of the synced snapshot.
     pub(crate) fn lookup(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Place>>> {
+        let mut out: Vec<Option<Place>> =
+            keys.iter().map(|k| self.recent.get(k).copied()).collect();
         let txn = self.db.begin_read().map_err(store_error(&self.file))?;
         let table = match txn.open_table(KEYS) {
             Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(vec![None; keys.len()]),
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(out),
             Err(e) => return Err(store_error(&self.file)(e)),
         };
-        keys.iter()
-            .map(|k| {
-                Ok(table
-                    .get(k.as_slice())
-                    .map_err(store_error(&self.file))?
-                    .map(|v| unpack(v.value())))
-            })
-            .collect()
+        // In key order: consecutive lookups walk neighbouring pages.
+        let mut order: Vec<usize> = (0..keys.len()).filter(|&i| out[i].is_none()).collect();
+        order.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]));
+        for i in order {
+            out[i] = table
+                .get(keys[i].as_slice())
+                .map_err(store_error(&self.file))?
+                .map(|v| unpack(v.value()));
+        }
+        Ok(out)
     }
 
     /// Brings the index to the table's latest snapshot and returns that snapshot's id (`None`: the
@@ -324,14 +348,16 @@ impl KeyIndex {
         match between {
             Some(snapshots) => {
                 for s in snapshots {
+                    let started = std::time::Instant::now();
                     let rows = match s.commit_kind {
                         CommitKind::Append | CommitKind::Overwrite => {
                             added_keys(table, &layout, &s).await?
                         }
                         _ => vec![],
                     };
-                    let last = s.id == latest.id;
-                    self.apply(rows, Some(&At::of(&s, &key)), last)?;
+                    let (keys, read) = (rows.len(), started.elapsed());
+                    self.apply(rows, Some(&At::of(&s, &key)))?;
+                    tracing::debug!(table = %table.identifier(), snapshot = s.id, keys, read_ms = read.as_millis() as u64, apply_ms = (started.elapsed() - read).as_millis() as u64, "key index caught up");
                 }
             }
             None => self.rebuild(table, &layout, &latest, &key).await?,
@@ -364,10 +390,11 @@ impl KeyIndex {
         futures::pin_mut!(reads);
         while let Some(rows) = reads.try_next().await? {
             keys += rows.len();
-            self.apply(rows, None, false)?;
+            self.apply(rows, None)?;
         }
         // Only now is the index whole: an interrupted rebuild starts over.
-        self.apply(vec![], Some(&At::of(snapshot, key)), true)?;
+        self.apply(vec![], Some(&At::of(snapshot, key)))?;
+        self.flush()?;
         tracing::info!(table = %table.identifier(), snapshot = snapshot.id, keys, seconds = started.elapsed().as_secs_f64(), "key index built");
         Ok(())
     }
@@ -382,6 +409,8 @@ impl KeyIndex {
         txn.delete_table(META).map_err(store_error(&self.file))?;
         txn.commit().map_err(store_error(&self.file))?;
         self.at = None;
+        self.recent.clear();
+        self.unflushed_snapshots = 0;
         self.partitions.clear();
         self.partition_ids.clear();
         self.stored_partitions = 0;
@@ -389,49 +418,55 @@ impl KeyIndex {
         Ok(())
     }
 
-    /// Stores keys found in their places (each moves its key there) in one transaction that
-    /// records the index as at `at` (`None`: a rebuild in progress, not synced to anything);
-    /// `durable` ones are on disk when this returns (the others follow with the next durable one,
-    /// or are lost with a crash, together with the `at` they recorded).
-    fn apply(
-        &mut self,
-        rows: Vec<(Vec<u8>, Vec<u8>, i32)>,
-        at: Option<&At>,
-        durable: bool,
-    ) -> Result<()> {
-        let placed: Vec<(Vec<u8>, Place)> = rows
+    /// Moves keys to the places they were found in, and records the index as at `at` (`None`: a
+    /// rebuild in progress, not synced to anything). Kept in memory until there are enough to
+    /// write ([`Self::flush`]).
+    fn apply(&mut self, rows: Vec<(Vec<u8>, Vec<u8>, i32)>, at: Option<&At>) -> Result<()> {
+        let changed: Vec<(Vec<u8>, Place)> = rows
             .into_iter()
             .map(|(k, p, b)| (k, (self.intern(&p), b)))
             .collect();
+        let keys: Vec<Vec<u8>> = changed.iter().map(|(k, _)| k.clone()).collect();
+        let old = self.lookup(&keys)?;
+        for ((k, place), old) in changed.into_iter().zip(old) {
+            if old == Some(place) {
+                continue;
+            }
+            if let Some((p, b)) = old {
+                if let Some(n) = self.counts.get_mut(&p).and_then(|c| c.get_mut(&b)) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+            *self
+                .counts
+                .entry(place.0)
+                .or_default()
+                .entry(place.1)
+                .or_default() += 1;
+            self.recent.insert(k, place);
+        }
+        self.at = at.cloned();
+        self.unflushed_snapshots += 1;
+        if self.recent.len() >= FLUSH_KEYS || self.unflushed_snapshots >= MAX_CATCH_UP / 2 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the places changed since the last flush, the partitions and the counts, with the
+    /// snapshot they make the index as of, in one durable transaction (a crash keeps the store as
+    /// of the previous flush, which a sync then catches up from).
+    fn flush(&mut self) -> Result<()> {
         let file = self.file.clone();
-        let mut txn = self.db.begin_write().map_err(store_error(&file))?;
-        txn.set_durability(if durable {
-            Durability::Immediate
-        } else {
-            Durability::None
-        })
-        .map_err(store_error(&file))?;
+        let mut recent: Vec<(Vec<u8>, Place)> =
+            std::mem::take(&mut self.recent).into_iter().collect();
+        recent.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let txn = self.db.begin_write().map_err(store_error(&file))?;
         {
             let mut keys = txn.open_table(KEYS).map_err(store_error(&file))?;
-            for (k, place) in placed {
-                let old = keys
-                    .insert(k.as_slice(), pack(place))
-                    .map_err(store_error(&file))?
-                    .map(|v| unpack(v.value()));
-                if old == Some(place) {
-                    continue;
-                }
-                if let Some((p, b)) = old {
-                    if let Some(n) = self.counts.get_mut(&p).and_then(|c| c.get_mut(&b)) {
-                        *n = n.saturating_sub(1);
-                    }
-                }
-                *self
-                    .counts
-                    .entry(place.0)
-                    .or_default()
-                    .entry(place.1)
-                    .or_default() += 1;
+            for (k, place) in &recent {
+                keys.insert(k.as_slice(), pack(*place))
+                    .map_err(store_error(&file))?;
             }
             let mut parts = txn.open_table(PARTITIONS).map_err(store_error(&file))?;
             for id in self.stored_partitions..self.partitions.len() {
@@ -446,7 +481,7 @@ impl KeyIndex {
                 }
             }
             let mut meta = txn.open_table(META).map_err(store_error(&file))?;
-            match at {
+            match &self.at {
                 None => {
                     meta.remove("at").map_err(store_error(&file))?;
                 }
@@ -459,8 +494,19 @@ impl KeyIndex {
         }
         txn.commit().map_err(store_error(&file))?;
         self.stored_partitions = self.partitions.len();
-        self.at = at.cloned();
+        self.unflushed_snapshots = 0;
         Ok(())
+    }
+}
+
+impl Drop for KeyIndex {
+    /// A closed index keeps what it learned (best effort: what is lost is caught up again).
+    fn drop(&mut self) {
+        if !self.recent.is_empty() || self.unflushed_snapshots > 0 {
+            if let Err(e) = self.flush() {
+                tracing::warn!(file = %self.file, error = %e, "key index not flushed");
+            }
+        }
     }
 }
 
@@ -571,4 +617,77 @@ async fn split_keys(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Catalog, TableDefinition};
+    use crate::spec::identifier::Identifier;
+    use arrow::array::{Int64Array, StringArray};
+
+    fn rows(t: &Table, ids: &[i64], dt: &str) -> RecordBatch {
+        RecordBatch::try_new(
+            t.arrow_schema().unwrap(),
+            vec![
+                Arc::new(Int64Array::from(ids.to_vec())),
+                Arc::new(StringArray::from(vec![dt; ids.len()])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_index_is_kept_on_disk_and_caught_up_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(dir.path().to_str().unwrap()).unwrap();
+        let def = TableDefinition {
+            columns: TableDefinition::parse_columns("id BIGINT NOT NULL, dt STRING NOT NULL")
+                .unwrap(),
+            primary_keys: vec!["id".into()],
+            partition_keys: vec!["dt".into()],
+            ..Default::default()
+        };
+        let t = catalog
+            .create_table(&Identifier::new("db", "t"), &def, false)
+            .await
+            .unwrap();
+        let write = |ids: &'static [i64], dt: &'static str| {
+            let t = t.clone();
+            async move {
+                t.write_batches(&[rows(&t, ids, dt)], Default::default(), None)
+                    .await
+                    .unwrap()
+            }
+        };
+        write(&[1, 2, 3], "a").await;
+        write(&[2], "b").await;
+        // The second write synced the index to snapshot 1; closing it writes it to its file.
+        let index = open(&t).unwrap();
+        assert!(index.lock().await.file.ends_with(".redb"), "kept in a file");
+        FORGET.with(|f| f.set(true));
+        drop(index);
+        let index = open(&t).unwrap();
+        let mut index = index.lock().await;
+        assert_eq!(
+            index.at.as_ref().map(|a| a.id),
+            Some(1),
+            "reloaded as it was"
+        );
+        // Catching up reads snapshot 2 only: key 2 moved to b, the others stay in a.
+        assert_eq!(index.sync(&t).await.unwrap(), Some(2));
+        let layout = t.layout().unwrap();
+        let ids: arrow::array::ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3, 4]));
+        let keys = key_bytes(&layout, &[&ids], 0..4).unwrap();
+        let found = index.lookup(&keys).unwrap();
+        let a = index.partition_ids[&crate::spec::binary_row::serialize(&[
+            crate::spec::binary_row::Datum::String("a".into()),
+        ])];
+        let b = index.partition_ids[&crate::spec::binary_row::serialize(&[
+            crate::spec::binary_row::Datum::String("b".into()),
+        ])];
+        assert_eq!(found, vec![Some((a, 0)), Some((b, 0)), Some((a, 0)), None]);
+        assert_eq!(index.counts(a), BTreeMap::from([(0, 2)]));
+        assert_eq!(index.counts(b), BTreeMap::from([(0, 1)]));
+    }
 }

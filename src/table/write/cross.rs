@@ -73,7 +73,13 @@ impl TableWrite {
             .map(|&i| values.column(i))
             .collect();
         let keys = cross_partition::key_bytes(&layout, &key_columns, 0..n)?;
+        let started = std::time::Instant::now();
         let known = index.lookup(&keys)?;
+        tracing::debug!(
+            keys = n,
+            lookup_ms = started.elapsed().as_millis() as u64,
+            "key index looked up"
+        );
         let mut partition_of = vec![0u32; n];
         for (id, rows) in &groups {
             let p = index.intern(&id.partition);
