@@ -292,6 +292,9 @@ pub struct TableOptions {
     pub consumer_expiration_millis: Option<i64>,
     /// `dynamic-bucket.target-row-num` (2,000,000) and `dynamic-bucket.max-buckets` (-1).
     pub dynamic: DynamicOptions,
+    /// `lookup.cache-max-memory-size` (256 mb): the memory a cross-partition table's key index
+    /// keeps of its pages (Paimon's bound of the same local key-value state).
+    pub lookup_cache_bytes: u64,
     /// `postpone.*`: how many buckets a postpone table's compaction moves a partition's rows into.
     pub postpone: PostponeOptions,
     /// `data-file.thin-mode` (false): primary-key files are written without their `_KEY_`
@@ -517,6 +520,9 @@ impl TableOptions {
             write_only: r.flag("write-only", false)?,
             write_buffer_rows: r.count(WRITE_BUFFER_ROWS, 1)?.unwrap_or(1_000_000) as usize,
             target_file_size: r.memory(TARGET_FILE_SIZE)?.unwrap_or(128 << 20),
+            lookup_cache_bytes: r
+                .memory("lookup.cache-max-memory-size")?
+                .unwrap_or(256 << 20),
             commit_max_retries: r
                 .count(COMMIT_MAX_RETRIES, 0)?
                 .unwrap_or(10)

@@ -7,7 +7,8 @@
 //! (partition, bucket), with each bucket's key count for the assignment of new keys. It is kept
 //! on local disk in an embedded B-tree store (redb; its page cache is bounded), one file per
 //! table under the process's local directory (`[storage] lookup_dir`), so it outlives writers and
-//! restarts. It only ever reflects committed snapshots:
+//! restarts; its page cache is the table's `lookup.cache-max-memory-size` (256 mb), as Paimon
+//! bounds the same state. It only ever reflects committed snapshots:
 //!
 //! ```text
 //!  at snapshot A ──sync──► latest L:  A == L            nothing to do
@@ -50,8 +51,6 @@ const PARTITIONS: TableDefinition<'_, u32, &[u8]> = TableDefinition::new("partit
 const COUNTS: TableDefinition<'_, u64, u64> = TableDefinition::new("counts");
 const META: TableDefinition<'_, &str, &str> = TableDefinition::new("meta");
 
-/// The page cache of one table's index.
-const CACHE_BYTES: usize = 64 << 20;
 /// Beyond this many snapshots behind, the index is rebuilt instead of caught up.
 const MAX_CATCH_UP: i64 = 1000;
 /// Changed places kept in memory before they are written to the store (about 64 bytes each).
@@ -159,15 +158,20 @@ pub(crate) fn open(table: &Table) -> Result<SharedIndex> {
     if open.len() >= KEEP_OPEN {
         open.retain(|_, index| Arc::strong_count(index) > 1);
     }
-    let index = Arc::new(tokio::sync::Mutex::new(KeyIndex::open(&name, memory)?));
+    let cache = table.table_options()?.lookup_cache_bytes;
+    let index = Arc::new(tokio::sync::Mutex::new(KeyIndex::open(
+        &name,
+        memory,
+        usize::try_from(cache).unwrap_or(usize::MAX),
+    )?));
     open.insert(name, Arc::clone(&index));
     Ok(index)
 }
 
 impl KeyIndex {
-    fn open(name: &str, memory: bool) -> Result<Self> {
+    fn open(name: &str, memory: bool, cache_bytes: usize) -> Result<Self> {
         let mut builder = redb::Builder::new();
-        builder.set_cache_size(CACHE_BYTES);
+        builder.set_cache_size(cache_bytes);
         let in_memory = |builder: &redb::Builder| {
             builder
                 .create_with_backend(redb::backends::InMemoryBackend::new())
