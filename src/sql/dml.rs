@@ -332,7 +332,8 @@ fn with_kind(b: &RecordBatch, kind: &str) -> Result<RecordBatch> {
 }
 
 /// `UPDATE t SET c = e, ... [WHERE p]`: each matching row is written as `-U` (old) and `+U`
-/// (new) for deduplicate tables, and as `+U` for partial-update tables.
+/// (new) for deduplicate tables, and as `+U` for partial-update tables. Keys are fixed, and so
+/// are partitions, except on cross-partition tables, whose rows the writer then moves.
 pub(super) async fn update(
     engine: &SqlEngine,
     session: &SqlSession,
@@ -355,7 +356,11 @@ pub(super) async fn update(
         let Some(i) = schema.field_index(&name) else {
             return invalid!("table {id} has no column '{name}'");
         };
-        if schema.primary_keys.contains(&name) || schema.partition_keys.contains(&name) {
+        // A cross-partition table's key moves between partitions: its partition may change.
+        let moves =
+            layout.cross_partition && layout.bucket_mode == crate::spec::BucketMode::Dynamic;
+        if schema.primary_keys.contains(&name) || (schema.partition_keys.contains(&name) && !moves)
+        {
             return invalid!("table {id}: UPDATE cannot change key column '{name}' (primary and partition keys are fixed; delete and insert instead)");
         }
         assigned.push((i, a.value.clone()));

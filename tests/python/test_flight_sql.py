@@ -1301,6 +1301,22 @@ def test_the_first_create_table_has_dynamic_buckets(conn, db, warehouse):
     assert rows(conn, f"SELECT * FROM {t}") == [(2, "B"), (3, "C"), (4, "py4"), (5, "py5")]
 
 
+def test_cross_partition_keys_move_through_sql(conn, db, warehouse):
+    """A primary key without the partition key (Paimon's cross-partition upserts): through ADBC, a
+    row inserted into another partition, or updated to one, moves its key; pypaimon reads the same."""
+    t = f"{db}.moving"
+    run(conn, f"CREATE TABLE {t} (id BIGINT NOT NULL, v STRING, dt STRING NOT NULL, PRIMARY KEY (id)) "
+              f"PARTITIONED BY (dt) WITH ('bucket' = '-1')")
+    dml(conn, f"INSERT INTO {t} VALUES (1, 'a', 'x'), (2, 'b', 'x'), (3, 'c', 'x')")
+    dml(conn, f"INSERT INTO {t} VALUES (2, 'B', 'y'), (4, 'd', 'y')")
+    dml(conn, f"UPDATE {t} SET dt = 'z' WHERE id = 3")
+    dml(conn, f"DELETE FROM {t} WHERE id = 1")
+    want = [(2, "B", "y"), (3, "c", "z"), (4, "d", "y")]
+    assert rows(conn, f"SELECT * FROM {t}") == want
+    assert rows(conn, f"SELECT id FROM {t} WHERE dt = 'x'") == []
+    assert paimon_read(warehouse, t) == want
+
+
 def test_pypaimon_reads_all_types_ingested(conn, db, warehouse):
     data = pa.Table.from_pylist([dict(zip(ALL_TYPES_ARROW.names, ALL_TYPES_ROW)),
                                  dict(zip(ALL_TYPES_ARROW.names, (None,) * 14)),
