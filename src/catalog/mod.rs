@@ -511,7 +511,9 @@ impl Catalog {
             }
             .fail();
         }
-        self.io.delete_dir(&path).await
+        self.io.delete_dir(&path).await?;
+        crate::table::cross_partition::forget(&self.io, &path);
+        Ok(())
     }
 }
 

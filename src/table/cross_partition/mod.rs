@@ -131,20 +131,42 @@ thread_local! {
     static FORGET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// What names a table's indexes in the process and on disk: the warehouse and the table's path.
+fn table_name(io: &crate::io::FileIo, path: &str) -> String {
+    format!("{}|{path}", io.uri())
+}
+
+/// The directory of a table's index files (one per branch).
+fn table_dir(io: &crate::io::FileIo, path: &str) -> PathBuf {
+    let digest = hex::encode(&sha2::Sha256::digest(table_name(io, path).as_bytes())[..16]);
+    super::lookup::local_dir().join("key-index").join(digest)
+}
+
+/// Forgets the indexes of the table at `path` (dropped): closed in this process and their files
+/// removed, so a table later created at the same path starts from nothing.
+pub(crate) fn forget(io: &crate::io::FileIo, path: &str) {
+    let prefix = format!("{}|", table_name(io, path));
+    if let Some(open) = OPEN.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        open.retain(|name, _| !name.starts_with(&prefix));
+    }
+    if io.local_root().is_some() || io.is_remote() {
+        #[allow(clippy::disallowed_methods)] // a few small files, once per dropped table
+        let _ = std::fs::remove_dir_all(table_dir(io, path));
+    }
+}
+
 /// The open index of `table` (opened, or created empty, on first use).
+/// The indexes open in the process, by table and branch.
+static OPEN: Mutex<Option<HashMap<String, SharedIndex>>> = Mutex::new(None);
+
 pub(crate) fn open(table: &Table) -> Result<SharedIndex> {
-    static OPEN: Mutex<Option<HashMap<String, SharedIndex>>> = Mutex::new(None);
     let io = table.io();
     let memory = !io.is_remote() && io.local_root().is_none();
+    let branch = table.branch().unwrap_or("main");
     let name = if memory {
-        format!("memory:{}:{}", io.instance(), table.path())
+        format!("memory:{}:{}|{branch}", io.instance(), table.path())
     } else {
-        format!(
-            "{}|{}|{}",
-            io.uri(),
-            table.path(),
-            table.branch().unwrap_or("main")
-        )
+        format!("{}|{branch}", table_name(io, table.path()))
     };
     let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
     let open = open.get_or_insert_with(HashMap::new);
@@ -159,9 +181,9 @@ pub(crate) fn open(table: &Table) -> Result<SharedIndex> {
         open.retain(|_, index| Arc::strong_count(index) > 1);
     }
     let cache = table.table_options()?.lookup_cache_bytes;
+    let file = (!memory).then(|| table_dir(io, table.path()).join(format!("{branch}.redb")));
     let index = Arc::new(tokio::sync::Mutex::new(KeyIndex::open(
-        &name,
-        memory,
+        file,
         usize::try_from(cache).unwrap_or(usize::MAX),
     )?));
     open.insert(name, Arc::clone(&index));
@@ -169,7 +191,8 @@ pub(crate) fn open(table: &Table) -> Result<SharedIndex> {
 }
 
 impl KeyIndex {
-    fn open(name: &str, memory: bool, cache_bytes: usize) -> Result<Self> {
+    /// The index kept in `file` (`None`: in memory).
+    fn open(file: Option<PathBuf>, cache_bytes: usize) -> Result<Self> {
         let mut builder = redb::Builder::new();
         builder.set_cache_size(cache_bytes);
         let in_memory = |builder: &redb::Builder| {
@@ -177,12 +200,10 @@ impl KeyIndex {
                 .create_with_backend(redb::backends::InMemoryBackend::new())
                 .map_err(store_error("memory"))
         };
-        if memory {
+        let Some(file) = file else {
             return Self::load("memory".into(), in_memory(&builder)?);
-        }
-        let digest = hex::encode(&sha2::Sha256::digest(name.as_bytes())[..16]);
-        let dir = super::lookup::local_dir().join("key-index");
-        let file: PathBuf = dir.join(format!("{digest}.redb"));
+        };
+        let dir = file.parent().map(PathBuf::from).unwrap_or_default();
         let shown = file.display().to_string();
         let created = {
             use std::os::unix::fs::DirBuilderExt;
@@ -671,8 +692,8 @@ mod tests {
         assert!(index.lock().await.file.ends_with(".redb"), "kept in a file");
         FORGET.with(|f| f.set(true));
         drop(index);
-        let index = open(&t).unwrap();
-        let mut index = index.lock().await;
+        let shared = open(&t).unwrap();
+        let mut index = shared.lock().await;
         assert_eq!(
             index.at.as_ref().map(|a| a.id),
             Some(1),
@@ -693,5 +714,20 @@ mod tests {
         assert_eq!(found, vec![Some((a, 0)), Some((b, 0)), Some((a, 0)), None]);
         assert_eq!(index.counts(a), BTreeMap::from([(0, 2)]));
         assert_eq!(index.counts(b), BTreeMap::from([(0, 1)]));
+        // Dropping the table removes its index: a new table at the same path starts empty.
+        drop(index);
+        drop(shared);
+        let dir = table_dir(t.io(), t.path());
+        assert!(dir.join("main.redb").exists());
+        catalog
+            .drop_table(&Identifier::new("db", "t"), false)
+            .await
+            .unwrap();
+        assert!(!dir.exists(), "{} removed", dir.display());
+        let t = catalog
+            .create_table(&Identifier::new("db", "t"), &def, false)
+            .await
+            .unwrap();
+        assert!(open(&t).unwrap().lock().await.at.is_none());
     }
 }
