@@ -27,8 +27,7 @@ use parquet::file::reader::ChunkReader;
 use super::data_file::decode::{decode_built, name_in_file};
 use super::evolution::FileRef;
 use super::key_filter::{KeyPage, RowGroupFilter};
-use crate::error::{ParquetSnafu, Result};
-use snafu::ResultExt;
+use crate::error::Result;
 
 /// Pages one read may take from the cache (a point lookup needs one, a page boundary two).
 pub(crate) const MAX_PAGES: usize = 2;
@@ -173,7 +172,7 @@ fn opened<'a, R: ChunkReader, F: FnOnce() -> Result<R>>(
     if slot.is_none() {
         let reader = open.take().ok_or_else(internal)?()?;
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-        let md = ArrowReaderMetadata::load(&reader, options).context(ParquetSnafu { path })?;
+        let md = super::data_file::decode::load_metadata(path, &reader, options)?;
         *slot = Some((reader, md));
     }
     slot.as_ref().ok_or_else(internal)

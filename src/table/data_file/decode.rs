@@ -128,6 +128,27 @@ pub(crate) fn decode_parquet<R: parquet::file::reader::ChunkReader + 'static>(
 
 /// [`decode_parquet`], one batch at a time: what the file's row groups decode into is held only
 /// until the caller takes it.
+/// A Parquet file's footer with the Arrow schema embedded in it. arrow-ipc panics on some damaged
+/// embedded schemas (`Type NONE not supported`) instead of failing: that panic is one error
+/// naming the file, as any other damage.
+pub(crate) fn load_metadata<R: parquet::file::reader::ChunkReader>(
+    path: &str,
+    reader: &R,
+    options: parquet::arrow::arrow_reader::ArrowReaderOptions,
+) -> Result<parquet::arrow::arrow_reader::ArrowReaderMetadata> {
+    let load = std::panic::AssertUnwindSafe(|| {
+        parquet::arrow::arrow_reader::ArrowReaderMetadata::load(reader, options)
+    });
+    match std::panic::catch_unwind(load) {
+        Ok(md) => md.context(ParquetSnafu { path }),
+        Err(_) => crate::error::CorruptSnafu {
+            path,
+            message: "the Arrow schema in its Parquet footer cannot be read",
+        }
+        .fail(),
+    }
+}
+
 pub(crate) fn open_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     path: &str,
     reader: R,
@@ -140,8 +161,8 @@ pub(crate) fn open_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(
         parquet::file::metadata::PageIndexPolicy::from(filter.is_some()),
     );
-    let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(reader, options)
-        .context(ParquetSnafu { path })?;
+    let metadata = load_metadata(path, &reader, options)?;
+    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, metadata);
     let mut groups = part.map(|p| part_groups(builder.metadata(), p));
     if let Some(f) = filter {
         if let Some(mut selected) = f.select(builder.metadata()) {
