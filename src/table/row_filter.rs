@@ -59,8 +59,7 @@ pub(crate) fn open<R: ChunkReader + Clone + 'static>(
     part: Option<&Range<u64>>,
     predicate: &Arc<dyn RowPredicate>,
 ) -> Result<Option<FilteredRead<R>>> {
-    let meta = ArrowReaderMetadata::load(&reader, ArrowReaderOptions::new())
-        .context(ParquetSnafu { path })?;
+    let meta = decode::load_metadata(path, &reader, ArrowReaderOptions::new())?;
     let groups: Vec<usize> = match part {
         Some(p) => decode::part_groups(meta.metadata(), p),
         None => (0..meta.metadata().num_row_groups()).collect(),

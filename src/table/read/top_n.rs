@@ -21,7 +21,7 @@ use snafu::ResultExt;
 
 use super::top_pages;
 use super::{is_raw, TableRead};
-use crate::error::{ArrowSnafu, ParquetSnafu, Result};
+use crate::error::{ArrowSnafu, Result};
 use crate::table::data_file;
 use crate::table::evolution::FileRef;
 use crate::table::scan::Plan;
@@ -273,9 +273,7 @@ fn open_pages(
         return Ok(None);
     };
     let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-    let meta = ArrowReaderMetadata::load(&local, options).context(ParquetSnafu {
-        path: file.path.as_str(),
-    })?;
+    let meta = data_file::decode::load_metadata(&file.path, &local, options)?;
     let md = meta.metadata();
     let groups = match &file.part {
         Some(part) => data_file::part_groups(md, part),
