@@ -290,6 +290,8 @@ async fn run(args: Args) -> cli::Result<()> {
             let batches = out.collect().await?;
             cli::output::print(&schema, &batches, format)?;
         }
+        // The cross-partition bench reads the bench's arguments; the bench does not know it.
+        Command::Bench(b) if b.cross_partition => return cli::cross_bench::run(&b).await,
         Command::Bench(b) => return cli::bench::run(&b).await,
         Command::CreateTable {
             table,

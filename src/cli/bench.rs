@@ -83,7 +83,7 @@ pub(crate) struct BenchArgs {
     /// (`bucket` = -1, key without the partition) at a quarter of `--rows` keys and at `--rows`
     /// keys, `--batch` upserts per commit, half of them moving their key to another partition.
     #[arg(long)]
-    cross_partition: bool,
+    pub(crate) cross_partition: bool,
     #[command(flatten)]
     point: super::point_bench::PointBenchArgs,
 }
@@ -424,9 +424,6 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.deletion_vectors {
         return deletion_vector_scans(args).await;
-    }
-    if args.cross_partition {
-        return super::cross_bench::run(args).await;
     }
     let n = args.rows;
     let u = args.upserts.unwrap_or(n / 5);
