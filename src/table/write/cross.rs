@@ -188,7 +188,12 @@ impl TableWrite {
             .as_any()
             .downcast_ref::<Int8Array>()
             .cloned()
-            .unwrap_or_else(|| Int8Array::from(vec![0i8; all.num_rows()]));
+            .ok_or_else(|| {
+                crate::error::InternalSnafu {
+                    message: "row kinds of moved rows are not Int8".to_string(),
+                }
+                .build()
+            })?;
         Ok((all, Some(kinds), groups))
     }
 
